@@ -1,0 +1,174 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+)
+
+// MachinePhase is the short lifecycle state shown by kubectl get.
+// +kubebuilder:validation:Enum=Pending;Provisioning;Running;Ready;Stopping;Terminated;Failed
+type MachinePhase string
+
+const (
+	// MachinePending: accepted, waiting for its template, cluster or a clone slot.
+	MachinePending MachinePhase = "Pending"
+	// MachineProvisioning: the clone or create is under way.
+	MachineProvisioning MachinePhase = "Provisioning"
+	// MachineRunning: powered on, not yet reporting an address.
+	MachineRunning MachinePhase = "Running"
+	// MachineReady: running with an address; usable.
+	MachineReady MachinePhase = "Ready"
+	// MachineStopping: being powered off and deleted.
+	MachineStopping MachinePhase = "Stopping"
+	// MachineTerminated: the machine is gone (shut itself down, expired or
+	// was retired); the claim is kept as a record until deleted.
+	MachineTerminated MachinePhase = "Terminated"
+	// MachineFailed: provisioning failed for good; see the Stalled condition.
+	MachineFailed MachinePhase = "Failed"
+)
+
+// MachineClaimSpec asks for one machine from a template.
+type MachineClaimSpec struct {
+	// TemplateRef names the HypervisorMachineTemplate, in this namespace. It
+	// cannot be changed: the machine already made from it would be orphaned.
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.templateRef is immutable: the machine already cloned from the old template would be orphaned; create a new MachineClaim instead"
+	// +required
+	TemplateRef meta.LocalObjectReference `json:"templateRef"`
+
+	// Timeout is how long the machine may run once Ready before it is shut
+	// down and the claim Terminated. Unset: no timeout.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+
+	// MaxLifetime caps the claim's whole life from creation, provisioning
+	// included. Unset: no cap.
+	// +optional
+	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
+
+	// ProvisioningTimeout is how long the machine may take to become Ready
+	// before the claim is Failed and the machine removed.
+	// +kubebuilder:default="15m"
+	// +optional
+	ProvisioningTimeout *metav1.Duration `json:"provisioningTimeout,omitempty"`
+
+	// UserData is cloud-init user data for this machine; it replaces the
+	// template's. Put nothing secret here: use userDataSecretRef.
+	// +kubebuilder:validation:MaxLength=65536
+	// +optional
+	UserData string `json:"userData,omitempty"`
+
+	// UserDataSecretRef names a Secret key holding cloud-init user data
+	// with credentials in it (a runner registration token, a join token).
+	// It wins over userData.
+	// +optional
+	UserDataSecretRef *meta.SecretKeyReference `json:"userDataSecretRef,omitempty"`
+
+	// Hostname of the guest. Empty: the machine's name.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +optional
+	Hostname string `json:"hostname,omitempty"`
+}
+
+// MachineAddressType is the kind of a machine address.
+// +kubebuilder:validation:Enum=IPv4;IPv6;Hostname
+type MachineAddressType string
+
+// MachineAddress is one address of a machine.
+type MachineAddress struct {
+	// Type of address.
+	Type MachineAddressType `json:"type"`
+	// Address value.
+	Address string `json:"address"`
+}
+
+// MachineClaimStatus is the machine as last observed.
+type MachineClaimStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled, and MachineProvisioned.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// Phase is a one-word summary for kubectl get.
+	// +optional
+	Phase MachinePhase `json:"phase,omitempty"`
+	// Provider that runs the machine.
+	// +optional
+	Provider ProviderType `json:"provider,omitempty"`
+	// ClusterName is the HypervisorCluster the machine was made on, kept so
+	// finalization reaches the right hypervisor even if the template changes.
+	// +optional
+	ClusterName string `json:"clusterName,omitempty"`
+	// MachineName is the machine's name on the hypervisor. It is chosen and
+	// recorded before the create call, so a retry finds the same machine.
+	// +optional
+	MachineName string `json:"machineName,omitempty"`
+	// VMID on Proxmox VE; recorded before the clone call.
+	// +optional
+	VMID *int32 `json:"vmid,omitempty"`
+	// ProviderID identifies the machine, e.g. proxmox://pve1/1042 or
+	// kubevirt://default/cyberdesk-alice.
+	// +optional
+	ProviderID string `json:"providerID,omitempty"`
+	// Node the machine runs on.
+	// +optional
+	Node string `json:"node,omitempty"`
+	// Addresses reported by the guest.
+	// +listType=atomic
+	// +optional
+	Addresses []MachineAddress `json:"addresses,omitempty"`
+	// StartTime is when the machine was first seen running.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// ReadyTime is when the machine first became Ready.
+	// +optional
+	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
+	// ExpiryTime is when the claim's timeout or maxLifetime runs out,
+	// whichever comes first.
+	// +optional
+	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
+	// TerminationReason says why the machine ended: Expired, ShutDown,
+	// Deleted or ProvisioningTimeout.
+	// +optional
+	TerminationReason string `json:"terminationReason,omitempty"`
+}
+
+// MachineClaim asks for one virtual machine cloned from a
+// HypervisorMachineTemplate; deleting the claim deletes the machine.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=mc;mcs,categories=hyperfleet
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Template",type=string,JSONPath=`.spec.templateRef.name`
+// +kubebuilder:printcolumn:name="Machine",type=string,JSONPath=`.status.machineName`
+// +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
+// +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.addresses[0].address`
+// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiryTime`
+// +kubebuilder:printcolumn:name="Provider-ID",type=string,JSONPath=`.status.providerID`,priority=1
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type MachineClaim struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec MachineClaimSpec `json:"spec"`
+	// +optional
+	Status MachineClaimStatus `json:"status,omitempty"`
+}
+
+// MachineClaimList is a list of MachineClaims.
+// +kubebuilder:object:root=true
+type MachineClaimList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []MachineClaim `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&MachineClaim{}, &MachineClaimList{})
+}

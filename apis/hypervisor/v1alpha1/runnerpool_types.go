@@ -1,0 +1,219 @@
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+)
+
+// RegistrationMethod is how a runner gets its GitHub credentials.
+// +kubebuilder:validation:Enum=RegistrationToken;JITConfig
+type RegistrationMethod string
+
+const (
+	// RegistrationToken: a short-lived registration token; the agent runs config.sh --ephemeral.
+	RegistrationToken RegistrationMethod = "RegistrationToken"
+	// JITConfig: a just-in-time runner config; no config.sh step.
+	JITConfig RegistrationMethod = "JITConfig"
+)
+
+// RunnerPoolSpec keeps a number of ephemeral GitHub Actions runners, each on
+// its own machine.
+// +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.minReplicas must be less than or equal to spec.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (self.replicas >= self.minReplicas && self.replicas <= self.maxReplicas)",message="spec.replicas must be between spec.minReplicas and spec.maxReplicas"
+type RunnerPoolSpec struct {
+	// TemplateRef names the HypervisorMachineTemplate, in this namespace,
+	// each runner's machine is cloned from; its workload should be github-runner.
+	// +required
+	TemplateRef meta.LocalObjectReference `json:"templateRef"`
+
+	// GitHub says where the runners register.
+	// +required
+	GitHub GitHubRunnerScope `json:"github"`
+
+	// Labels runners register with (besides self-hosted and the OS/arch
+	// labels); a queued job goes to the pool whose labels cover all of its own.
+	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	Labels []string `json:"labels,omitempty"`
+
+	// RunnerGroup the runners join (organization runners only).
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	RunnerGroup string `json:"runnerGroup,omitempty"`
+
+	// RegistrationMethod: RegistrationToken or JITConfig.
+	// +kubebuilder:default=RegistrationToken
+	// +optional
+	RegistrationMethod RegistrationMethod `json:"registrationMethod,omitempty"`
+
+	// MinReplicas is the number of runners kept even when idle.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=0
+	// +optional
+	MinReplicas int32 `json:"minReplicas"`
+
+	// MaxReplicas caps the runners, busy and idle together.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +kubebuilder:default=10
+	// +optional
+	MaxReplicas int32 `json:"maxReplicas"`
+
+	// Replicas is a floor set by hand or with kubectl scale; queued jobs
+	// can raise the pool above it, up to maxReplicas. Unset: minReplicas.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// IdleTTL is how long a runner above the floor may sit idle before it is
+	// removed.
+	// +kubebuilder:default="10m"
+	// +optional
+	IdleTTL *metav1.Duration `json:"idleTTL,omitempty"`
+
+	// MaxLifetime retires a runner (once idle) this long after its machine
+	// was claimed.
+	// +kubebuilder:default="24h"
+	// +optional
+	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
+
+	// RegistrationTimeout is how long a new runner may take to come online in
+	// GitHub before its registration is removed and its machine deleted.
+	// +kubebuilder:default="15m"
+	// +optional
+	RegistrationTimeout *metav1.Duration `json:"registrationTimeout,omitempty"`
+
+	// WebhookScaling scales up on workflow_job webhook deliveries.
+	// +optional
+	WebhookScaling *WebhookScaling `json:"webhookScaling,omitempty"`
+}
+
+// GitHubRunnerScope is a repository, or an organization, plus credentials.
+// +kubebuilder:validation:XValidation:rule="!has(self.repository) || has(self.owner)",message="spec.github.repository requires spec.github.owner"
+// +kubebuilder:validation:XValidation:rule="has(self.repository) || has(self.organization)",message="spec.github needs owner and repository, or organization"
+type GitHubRunnerScope struct {
+	// Owner of the repository (user or organization).
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.github.owner is immutable: runners already registered would be orphaned"
+	// +optional
+	Owner string `json:"owner,omitempty"`
+	// Repository name; with owner, runners register on that repository. It
+	// wins over organization.
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9._-]+$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.github.repository is immutable: runners already registered would be orphaned"
+	// +optional
+	Repository string `json:"repository,omitempty"`
+	// Organization for organization-level runners.
+	// +kubebuilder:validation:MaxLength=39
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.github.organization is immutable: runners already registered would be orphaned"
+	// +optional
+	Organization string `json:"organization,omitempty"`
+	// CredentialsRef names a Secret in this namespace with either a GitHub
+	// App (appID, installationID, privateKey) or a personal access token
+	// (token), usually synced by an ExternalSecret.
+	// +required
+	CredentialsRef meta.LocalObjectReference `json:"credentialsRef"`
+	// APIURL for GitHub Enterprise Server, e.g. https://ghe.example.com/api/v3/.
+	// Empty: https://api.github.com/.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +optional
+	APIURL string `json:"apiURL,omitempty"`
+}
+
+// WebhookScaling turns workflow_job deliveries into scale-ups.
+type WebhookScaling struct {
+	// Enabled: scale up when a matching job is queued.
+	// +kubebuilder:default=true
+	// +optional
+	Enabled *bool `json:"enabled,omitempty"`
+	// PollInterval of the fallback that lists queued jobs, for deliveries
+	// GitHub never made.
+	// +kubebuilder:default="1m"
+	// +optional
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+}
+
+// RunnerPoolStatus counts the pool's runners.
+type RunnerPoolStatus struct {
+	// ObservedGeneration is the generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// Conditions: Ready, Reconciling, Stalled.
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// DesiredReplicas the pool is scaling to.
+	// +optional
+	DesiredReplicas int32 `json:"desiredReplicas,omitempty"`
+	// Replicas that exist (machines claimed), for the scale subresource.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+	// PendingReplicas whose runner is not yet online.
+	// +optional
+	PendingReplicas int32 `json:"pendingReplicas,omitempty"`
+	// IdleReplicas online and waiting for a job.
+	// +optional
+	IdleReplicas int32 `json:"idleReplicas,omitempty"`
+	// BusyReplicas running a job.
+	// +optional
+	BusyReplicas int32 `json:"busyReplicas,omitempty"`
+	// QueuedJobs matching this pool that no runner has taken yet.
+	// +optional
+	QueuedJobs int32 `json:"queuedJobs,omitempty"`
+	// PendingDeregistrations are runners whose GitHub registration could not
+	// be removed yet; they are retried.
+	// +optional
+	PendingDeregistrations int32 `json:"pendingDeregistrations,omitempty"`
+	// Selector of the pool's MachineClaims, for the scale subresource.
+	// +optional
+	Selector string `json:"selector,omitempty"`
+	// LastScaleTime is when the desired count last changed.
+	// +optional
+	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+}
+
+// RunnerPool keeps between minReplicas and maxReplicas ephemeral GitHub
+// Actions runners, each on a fresh machine, scaling on queued jobs.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
+// +kubebuilder:resource:shortName=rp;rps,categories=hyperfleet
+// +kubebuilder:printcolumn:name="Min",type=integer,JSONPath=`.spec.minReplicas`
+// +kubebuilder:printcolumn:name="Max",type=integer,JSONPath=`.spec.maxReplicas`
+// +kubebuilder:printcolumn:name="Desired",type=integer,JSONPath=`.status.desiredReplicas`
+// +kubebuilder:printcolumn:name="Current",type=integer,JSONPath=`.status.replicas`
+// +kubebuilder:printcolumn:name="Idle",type=integer,JSONPath=`.status.idleReplicas`
+// +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyReplicas`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type RunnerPool struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// +required
+	Spec RunnerPoolSpec `json:"spec"`
+	// +optional
+	Status RunnerPoolStatus `json:"status,omitempty"`
+}
+
+// RunnerPoolList is a list of RunnerPools.
+// +kubebuilder:object:root=true
+type RunnerPoolList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []RunnerPool `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&RunnerPool{}, &RunnerPoolList{})
+}

@@ -1,0 +1,53 @@
+package meta
+
+// LocalObjectReference names an object in the same namespace as the referrer.
+type LocalObjectReference struct {
+	// Name of the referenced object, in the referrer's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// SecretKeyReference selects one key of a Secret in the referrer's namespace.
+type SecretKeyReference struct {
+	// Name of the Secret, in the referrer's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key inside the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
+
+// ConfigSourceKind says whether a reference points at a Secret or a ConfigMap.
+// +kubebuilder:validation:Enum=Secret;ConfigMap
+type ConfigSourceKind string
+
+const (
+	SecretKind    ConfigSourceKind = "Secret"
+	ConfigMapKind ConfigSourceKind = "ConfigMap"
+)
+
+// KeyReference selects one key of a Secret or ConfigMap in the referrer's namespace.
+type KeyReference struct {
+	// Kind of the object holding the key.
+	// +kubebuilder:default=Secret
+	// +optional
+	Kind ConfigSourceKind `json:"kind,omitempty"`
+	// Name of the Secret or ConfigMap, in the referrer's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key inside the object's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	// +required
+	Key string `json:"key"`
+}
