@@ -51,3 +51,8 @@ type KeyReference struct {
 	// +required
 	Key string `json:"key"`
 }
+
+// CredentialsLabel must be on every Secret the operator reads (credentials,
+// CA bundles, webhook secrets). The operator's Secret cache selects on it, so
+// it never lists or watches the other Secrets of the cluster.
+const CredentialsLabel = "hyperfleet.io/credentials"

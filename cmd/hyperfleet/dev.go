@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/hyperfleet/hyperfleet/internal/logging"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/sandbox"
+)
+
+func runDev(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hyperfleet dev", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o := sandbox.Options{Out: stdout}
+	var logOpts logging.Options
+	fs.StringVar(&o.StateDir, "state-dir", ".hyperfleet/dev", "Directory for the sandbox's kubeconfig.")
+	fs.StringVar(&o.SamplesNamespace, "samples-namespace", "default", "Namespace the samples go into; empty skips them.")
+	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Address of the manager's metrics endpoint (plain HTTP in the sandbox); 0 turns it off.")
+	fs.StringVar(&o.Manager.ProbeAddr, "health-probe-bind-address", "127.0.0.1:8081", "Address of /healthz and /readyz; 0 turns them off.")
+	logOpts.BindFlags(fs, "console")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := logging.New(logOpts)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(log)
+	// The sandbox runs like production: leader election on, in the operator's namespace.
+	defaults := manager.Options{}
+	defaults.BindFlags(flag.NewFlagSet("defaults", flag.ContinueOnError))
+	defaults.MetricsAddr, defaults.ProbeAddr, defaults.MetricsSecure = o.Manager.MetricsAddr, o.Manager.ProbeAddr, false
+	defaults.OperatorNamespace = "hyperfleet-system"
+	o.Manager = defaults
+	if err := o.Manager.Complete(); err != nil {
+		return err
+	}
+	return sandbox.Run(ctrl.SetupSignalHandler(), o)
+}

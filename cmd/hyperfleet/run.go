@@ -1,0 +1,73 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/config"
+
+	"github.com/hyperfleet/hyperfleet/internal/logging"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/version"
+)
+
+func runManager(args []string, _, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hyperfleet run", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var (
+		kubeconfig string
+		logOpts    logging.Options
+		mgrOpts    manager.Options
+	)
+	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: $KUBECONFIG, the in-cluster config, or ~/.kube/config.")
+	logOpts.BindFlags(fs, "json")
+	mgrOpts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := logging.New(logOpts)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(log)
+	if err := mgrOpts.Complete(); err != nil {
+		return err
+	}
+	cfg, err := restConfig(kubeconfig)
+	if err != nil {
+		return err
+	}
+	mgr, err := manager.New(cfg, mgrOpts)
+	if err != nil {
+		return err
+	}
+	log.Info("Starting the manager", "version", version.String(), "identity", mgrOpts.Identity,
+		"leaderElection", mgrOpts.LeaderElect, "leaseNamespace", mgrOpts.LeaderElectionNamespace,
+		"namespaces", mgrOpts.Namespaces, "metricsAddress", mgrOpts.MetricsAddr)
+	return mgr.Start(ctrl.SetupSignalHandler())
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = config.GetConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the cluster configuration: %w (pass --kubeconfig, set KUBECONFIG, or run in a cluster; no cluster? try 'hyperfleet dev')", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "hyperfleet/" + version.String()
+	return cfg, nil
+}

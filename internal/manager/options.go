@@ -1,0 +1,99 @@
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// inClusterNamespaceFile holds the Pod's namespace when running in a cluster.
+const inClusterNamespaceFile = "/var/run/secrets/kubernetes.io/serviceaccount/namespace"
+
+// Options configure the manager. BindFlags fills them from the command line;
+// Complete fills what the environment can tell.
+type Options struct {
+	MetricsAddr   string
+	MetricsSecure bool
+	ProbeAddr     string
+
+	LeaderElect             bool
+	LeaderElectionID        string
+	LeaderElectionNamespace string
+	// Identity names this replica in the Lease: POD_NAME, else the hostname.
+	Identity      string
+	LeaseDuration time.Duration
+	RenewDeadline time.Duration
+	RetryPeriod   time.Duration
+
+	// Namespaces to watch; empty watches all.
+	Namespaces []string
+	// OperatorNamespace is where the operator's own configuration lives.
+	OperatorNamespace string
+}
+
+// BindFlags registers the manager's flags on fs.
+func (o *Options) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 turns it off.")
+	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, allowing only clients the API server authenticates and authorizes (get on /metrics).")
+	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 turns them off.")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one active replica through a Lease; the others wait to take over.")
+	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "hyperfleet-leader", "Name of the leader-election Lease.")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the operator's namespace.")
+	fs.DurationVar(&o.LeaseDuration, "leader-election-lease-duration", 15*time.Second, "How long a leader's Lease is valid without renewal; the failover time.")
+	fs.DurationVar(&o.RenewDeadline, "leader-election-renew-deadline", 10*time.Second, "How long the leader keeps trying to renew before it steps down.")
+	fs.DurationVar(&o.RetryPeriod, "leader-election-retry-period", 2*time.Second, "How often candidates try to take the Lease.")
+	fs.Func("namespaces", "Comma-separated namespaces to watch. Default: all.", func(s string) error {
+		o.Namespaces = splitList(s)
+		return nil
+	})
+	fs.StringVar(&o.OperatorNamespace, "operator-namespace", "", "The operator's own namespace. Default: POD_NAMESPACE, the in-cluster namespace, or hyperfleet-system.")
+}
+
+// Complete fills defaults from the environment and checks the values.
+func (o *Options) Complete() error {
+	if o.OperatorNamespace == "" {
+		o.OperatorNamespace = detectNamespace()
+	}
+	if o.LeaderElectionNamespace == "" {
+		o.LeaderElectionNamespace = o.OperatorNamespace
+	}
+	if o.Identity == "" {
+		o.Identity = os.Getenv("POD_NAME")
+	}
+	if o.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("leader election needs an identity: set POD_NAME (hostname lookup failed: %w)", err)
+		}
+		o.Identity = host
+	}
+	if o.LeaderElect && !(o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+		return errors.New("leader election needs retry-period < renew-deadline < lease-duration")
+	}
+	return nil
+}
+
+func detectNamespace() string {
+	if ns := os.Getenv("POD_NAMESPACE"); ns != "" {
+		return ns
+	}
+	if data, err := os.ReadFile(inClusterNamespaceFile); err == nil {
+		if ns := strings.TrimSpace(string(data)); ns != "" {
+			return ns
+		}
+	}
+	return "hyperfleet-system"
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, part)
+		}
+	}
+	return out
+}
