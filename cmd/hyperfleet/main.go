@@ -6,10 +6,12 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strings"
 )
 
 type command struct {
@@ -43,26 +45,25 @@ func dispatch(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		if err := c.run(args[1:], stdout, stderr); err != nil {
-			if err == flag.ErrHelp {
+			if errors.Is(err, flag.ErrHelp) {
 				return 0
 			}
-			fmt.Fprintf(stderr, "hyperfleet %s: %v\n", c.name, err)
+			_, _ = fmt.Fprintf(stderr, "hyperfleet %s: %v\n", c.name, err)
 			return 1
 		}
 		return 0
 	}
-	fmt.Fprintf(stderr, "hyperfleet: unknown command %q\n\n", args[0])
+	_, _ = fmt.Fprintf(stderr, "hyperfleet: unknown command %q\n\n", args[0])
 	usage(stderr)
 	return 2
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "Usage: hyperfleet <command> [flags]")
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Commands:")
+	var b strings.Builder
+	b.WriteString("Usage: hyperfleet <command> [flags]\n\nCommands:\n")
 	for _, c := range commands() {
-		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-8s %s\n", c.name, c.summary)
 	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'hyperfleet <command> -h' for a command's flags.")
+	b.WriteString("\nRun 'hyperfleet <command> -h' for a command's flags.\n")
+	_, _ = io.WriteString(w, b.String())
 }

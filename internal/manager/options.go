@@ -70,7 +70,7 @@ func (o *Options) Complete() error {
 		}
 		o.Identity = host
 	}
-	if o.LeaderElect && !(o.RetryPeriod < o.RenewDeadline && o.RenewDeadline < o.LeaseDuration) {
+	if o.LeaderElect && (o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline >= o.LeaseDuration) {
 		return errors.New("leader election needs retry-period < renew-deadline < lease-duration")
 	}
 	return nil

@@ -105,7 +105,7 @@ type CyberdeskList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Cyberdesk{}, &CyberdeskList{})
+	knownTypes = append(knownTypes, &Cyberdesk{}, &CyberdeskList{})
 }
 
 // GetConditions returns the status conditions.

@@ -157,5 +157,5 @@ type HourglassExecutorList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&HourglassExecutor{}, &HourglassExecutorList{})
+	knownTypes = append(knownTypes, &HourglassExecutor{}, &HourglassExecutorList{})
 }

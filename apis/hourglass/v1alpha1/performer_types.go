@@ -176,5 +176,5 @@ type PerformerList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&Performer{}, &PerformerList{})
+	knownTypes = append(knownTypes, &Performer{}, &PerformerList{})
 }

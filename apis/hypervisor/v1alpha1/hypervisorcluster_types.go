@@ -245,5 +245,5 @@ type HypervisorClusterList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&HypervisorCluster{}, &HypervisorClusterList{})
+	knownTypes = append(knownTypes, &HypervisorCluster{}, &HypervisorClusterList{})
 }

@@ -420,5 +420,5 @@ type HypervisorMachineTemplateList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&HypervisorMachineTemplate{}, &HypervisorMachineTemplateList{})
+	knownTypes = append(knownTypes, &HypervisorMachineTemplate{}, &HypervisorMachineTemplateList{})
 }

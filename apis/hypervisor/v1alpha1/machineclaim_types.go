@@ -170,5 +170,5 @@ type MachineClaimList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&MachineClaim{}, &MachineClaimList{})
+	knownTypes = append(knownTypes, &MachineClaim{}, &MachineClaimList{})
 }

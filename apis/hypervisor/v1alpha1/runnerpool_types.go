@@ -215,5 +215,5 @@ type RunnerPoolList struct {
 }
 
 func init() {
-	SchemeBuilder.Register(&RunnerPool{}, &RunnerPoolList{})
+	knownTypes = append(knownTypes, &RunnerPool{}, &RunnerPoolList{})
 }

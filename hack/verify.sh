@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Fails when generated code, the CRDs or go.mod/go.sum are stale against the
+# sources in the working tree, or Go code is not gofmt-ed. It compares with
+# the working tree, not HEAD, so uncommitted work is judged on its own terms.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+
+generated() {
+  local dirs=() d
+  for d in apis kustomize/crd/bases kustomize/rbac; do [ -d "$d" ] && dirs+=("$d"); done
+  find "${dirs[@]}" -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' \) | sort | xargs -r sha256sum
+}
+
+before="$(generated)"
+make --no-print-directory -s generate manifests
+after="$(generated)"
+if [ "$before" != "$after" ]; then
+  echo "verify: generated files were stale; 'make generate manifests' has now rewritten them:" >&2
+  diff <(echo "$before") <(echo "$after") | sed -n 's/^> [0-9a-f]*  /  /p' >&2
+  exit 1
+fi
+
+if ! go mod tidy -diff >/dev/null 2>&1; then
+  echo "verify: go.mod/go.sum are not tidy; run 'go mod tidy':" >&2
+  go mod tidy -diff >&2 || true
+  exit 1
+fi
+if ! (cd hack/tools && go mod tidy -diff >/dev/null 2>&1); then
+  echo "verify: hack/tools/go.mod is not tidy; run 'cd hack/tools && go mod tidy'" >&2
+  exit 1
+fi
+
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null; git ls-files --others --exclude-standard '*.go' 2>/dev/null) 2>/dev/null || true)"
+if [ -n "$unformatted" ]; then
+  echo "verify: not gofmt-ed (run 'gofmt -w'):" >&2
+  echo "$unformatted" >&2
+  exit 1
+fi
+echo "verify: generated files, go.mod/go.sum and formatting are up to date"
