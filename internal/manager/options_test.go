@@ -1,0 +1,71 @@
+package manager
+
+import (
+	"flag"
+	"os"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+func parsed(t *testing.T, args ...string) Options {
+	t.Helper()
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return o
+}
+
+func TestDefaultsAreProductionSafe(t *testing.T) {
+	t.Setenv("POD_NAME", "hyperfleet-7d9f-abcde")
+	t.Setenv("POD_NAMESPACE", "hyperfleet-system")
+	o := parsed(t)
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	if !o.LeaderElect || !o.MetricsSecure {
+		t.Errorf("leader election and secure metrics must be on by default: %+v", o)
+	}
+	if o.Identity != "hyperfleet-7d9f-abcde" {
+		t.Errorf("identity = %q, want POD_NAME", o.Identity)
+	}
+	if o.LeaderElectionNamespace != "hyperfleet-system" || o.OperatorNamespace != "hyperfleet-system" {
+		t.Errorf("namespaces = %q/%q, want POD_NAMESPACE", o.LeaderElectionNamespace, o.OperatorNamespace)
+	}
+}
+
+func TestIdentityFallsBackToHostname(t *testing.T) {
+	t.Setenv("POD_NAME", "")
+	o := parsed(t)
+	if err := o.Complete(); err != nil {
+		t.Fatal(err)
+	}
+	host, _ := os.Hostname()
+	if o.Identity != host {
+		t.Errorf("identity = %q, want hostname %q", o.Identity, host)
+	}
+}
+
+func TestNamespacesFlag(t *testing.T) {
+	o := parsed(t, "--namespaces", " team-a, ,team-b ")
+	if want := []string{"team-a", "team-b"}; !reflect.DeepEqual(o.Namespaces, want) {
+		t.Errorf("namespaces = %q, want %q", o.Namespaces, want)
+	}
+}
+
+func TestLeaderElectionTimingsAreChecked(t *testing.T) {
+	o := parsed(t, "--leader-election-renew-deadline", "20s")
+	o.LeaseDuration = 15 * time.Second
+	err := o.Complete()
+	if err == nil || !strings.Contains(err.Error(), "retry-period < renew-deadline < lease-duration") {
+		t.Fatalf("Complete with renew deadline above lease duration: %v", err)
+	}
+	o = parsed(t, "--leader-elect=false", "--leader-election-renew-deadline", "20s")
+	if err := o.Complete(); err != nil {
+		t.Fatalf("timings must not matter with leader election off: %v", err)
+	}
+}
