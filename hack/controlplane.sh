@@ -28,18 +28,23 @@ log() { $print_dir || echo "controlplane: $*" >&2; }
 
 have() { [ -x "$1/kube-apiserver" ] && [ -x "$1/etcd" ]; }
 
-# compile PKG OUT LDFLAGS (in the current module): go build with progress.
+# compile LABEL PKG OUT LDFLAGS (in the current module): go build with progress.
 # `go build -v` names each package as it compiles; we count them against the
 # package's dependency count and report every tenth, passing errors through.
 compile() {
-  local pkg="$1" out="$2" ldflags="$3" total
+  local label="$1" pkg="$2" out="$3" ldflags="$4" total
   total="$(go list -deps "$pkg" 2>/dev/null | wc -l)"
-  go build -v -trimpath -ldflags "$ldflags" -o "$out" "$pkg" 2>&1 | awk -v total="$total" -v what="${pkg##*/}" '
+  go build -v -trimpath -ldflags "$ldflags" -o "$out" "$pkg" 2>&1 | awk -v total="$total" -v what="$label" '
     /^go: downloading / { next }
     /^[A-Za-z0-9._~\/-]+$/ {
       n++
-      pct = total > 0 ? int(100 * n / total) : 0
-      if (pct >= next_pct) { printf "controlplane:   %s: compiled %d of up to %d packages (%d%%)\n", what, n, total, pct > 100 ? 100 : pct > "/dev/stderr"; fflush("/dev/stderr"); next_pct = pct - pct % 10 + 10 }
+      pct = (total > 0) ? int(100 * n / total) : 0
+      if (pct > 100) pct = 100
+      if (pct >= next_pct) {
+        printf("controlplane:   %s: compiled %d of up to %d packages (%d%%)\n", what, n, total, pct) > "/dev/stderr"
+        fflush("/dev/stderr")
+        next_pct = pct - pct % 10 + 10
+      }
       next
     }
     { print > "/dev/stderr" }
@@ -92,7 +97,7 @@ GO
   local minor="${K8S_VERSION#v1.}"; minor="${minor%%.*}"
   local ldflags="-s -w -X ${pkg}.gitVersion=${K8S_VERSION} -X ${pkg}.gitMajor=1 -X ${pkg}.gitMinor=${minor} -X ${pkg}.gitTreeState=clean -X ${pkg}/verflag.programName=kube-apiserver"
   log "[1/2] compiling kube-apiserver ${K8S_VERSION} (cold: about 10 minutes on 2 cores)"
-  (cd "$mod" && compile k8s.io/kubernetes/cmd/kube-apiserver "$dest/kube-apiserver.tmp" "$ldflags")
+  (cd "$mod" && compile kube-apiserver k8s.io/kubernetes/cmd/kube-apiserver "$dest/kube-apiserver.tmp" "$ldflags")
   mv "$dest/kube-apiserver.tmp" "$dest/kube-apiserver"
 }
 
@@ -119,7 +124,7 @@ import (
 func main() { etcdmain.Main(os.Args) }
 GO
   log "[2/2] compiling etcd ${ETCD_VERSION}"
-  (cd "$mod" && compile . "$dest/etcd.tmp" "-s -w")
+  (cd "$mod" && compile etcd . "$dest/etcd.tmp" "-s -w")
   mv "$dest/etcd.tmp" "$dest/etcd"
 }
 
