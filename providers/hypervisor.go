@@ -1,0 +1,170 @@
+package providers
+
+import "context"
+
+// Hypervisor is what every VM backend (Proxmox VE, KubeVirt) implements. Every
+// call returns quickly: long work (a clone, a boot) is started by one call and
+// observed by later ones, so a reconciler never blocks a worker on a hypervisor.
+// Every call is idempotent.
+type Hypervisor interface {
+	// Observe returns the machine's current state, or an error wrapping
+	// ErrNotFound when it does not exist.
+	Observe(ctx context.Context, ref MachineRef) (Machine, error)
+
+	// Create starts making the machine, or moves its making one step on.
+	// Calling it again with the same spec never makes a second machine: the
+	// reference in spec is chosen by the caller and recorded before the call.
+	// It returns the machine as it now is; the caller calls again (or Observe)
+	// until the machine is Running. A reference taken by a machine this
+	// operator does not own gives an error wrapping ErrNameTaken.
+	Create(ctx context.Context, spec MachineSpec) (Machine, error)
+
+	// PowerOff stops the machine. Powering off a stopped or absent machine
+	// succeeds. It refuses (ErrNotOwned) a machine not owned by owner.
+	PowerOff(ctx context.Context, ref MachineRef, owner Owner) error
+
+	// Delete removes the machine and what was made for it (disks, cloud-init
+	// media). Deleting an absent machine succeeds. It refuses (ErrNotOwned) a
+	// machine not owned by owner. It may need several calls: it returns
+	// ErrInProgress while a power-off or removal is still running.
+	Delete(ctx context.Context, ref MachineRef, owner Owner) error
+
+	// List returns every machine this operator owns on the hypervisor, for
+	// orphan sweeps and gauges.
+	List(ctx context.Context) ([]Machine, error)
+
+	// Check reports reachability, version, nodes and capacity.
+	Check(ctx context.Context) (ClusterInfo, error)
+}
+
+// MachineRef identifies a machine on its hypervisor. The reconciler chooses it
+// deterministically and writes it to status before Create, so a crash between
+// the create call and the status write can never leave a twin or an orphan.
+type MachineRef struct {
+	// Name of the machine on the hypervisor.
+	Name string
+	// Namespace (KubeVirt) the machine lives in.
+	Namespace string
+	// VMID (Proxmox) of the machine.
+	VMID int
+	// Node (Proxmox) the machine was placed on; a hint, since VMs migrate.
+	Node string
+}
+
+// Owner is the object a machine belongs to. Its UID is written onto the
+// machine (Proxmox tags and description, KubeVirt labels) and checked before
+// every power-off or delete.
+type Owner struct {
+	// UID of the owning MachineClaim.
+	UID string
+	// Namespace and Name of the owner, for people reading the hypervisor.
+	Namespace, Name string
+}
+
+// PowerState is a machine's power state as the hypervisor reports it.
+type PowerState string
+
+const (
+	// PowerProvisioning: the machine exists but is still being made (a clone
+	// holds its lock, or configuration is being applied).
+	PowerProvisioning PowerState = "Provisioning"
+	// PowerStopped: made and powered off.
+	PowerStopped PowerState = "Stopped"
+	// PowerRunning: powered on.
+	PowerRunning PowerState = "Running"
+	// PowerFailed: the hypervisor reports the machine failed.
+	PowerFailed PowerState = "Failed"
+	// PowerUnknown: the hypervisor reported something else.
+	PowerUnknown PowerState = "Unknown"
+)
+
+// Machine is a machine as last observed.
+type Machine struct {
+	Ref   MachineRef
+	Owner Owner
+	// ProviderID is a stable identifier, e.g. proxmox://pve1/1042.
+	ProviderID string
+	State      PowerState
+	// Node the machine runs on now.
+	Node string
+	// Addresses the guest reports; empty until it has booted far enough.
+	Addresses []string
+	// Provisioned is true once Create has nothing more to do.
+	Provisioned bool
+	// Progress says, for people, what Create is waiting on ("cloning",
+	// "resizing disk", "starting").
+	Progress string
+}
+
+// MachineSpec is everything Create needs. Provider-specific parts sit in
+// their own fields; the reconciler fills the one its cluster's provider reads.
+type MachineSpec struct {
+	Ref   MachineRef
+	Owner Owner
+	// Hostname of the guest.
+	Hostname string
+	// CPUCores, CPUSockets, MemoryMiB and DiskGiB size the machine; zero keeps the source's.
+	CPUCores, CPUSockets int
+	MemoryMiB            int64
+	DiskGiB              int64
+	// Network of the primary interface.
+	Network NetworkSpec
+	// CloudInit configures the guest.
+	CloudInit CloudInitSpec
+	// Tags are extra labels for people (Proxmox tags).
+	Tags []string
+	// Proxmox is the clone source and placement on Proxmox VE.
+	Proxmox *ProxmoxSpec
+}
+
+// NetworkSpec is a machine's primary interface.
+type NetworkSpec struct {
+	Bridge string
+	Model  string
+	VLAN   int
+	// IPv4CIDR and Gateway for a static address; empty IPv4CIDR means DHCP.
+	IPv4CIDR, Gateway string
+	Nameservers       []string
+	SearchDomain      string
+}
+
+// CloudInitSpec configures a guest on first boot.
+type CloudInitSpec struct {
+	User              string
+	SSHAuthorizedKeys []string
+	// UserData is the full cloud-init user data; it may carry credentials
+	// (a runner token), so providers never log it.
+	UserData string
+}
+
+// ProxmoxSpec says what to clone on Proxmox VE and where.
+type ProxmoxSpec struct {
+	// SourceVMID or SourceName identifies the template.
+	SourceVMID int
+	SourceName string
+	SourceNode string
+	// FullClone copies the disks instead of linking them to the template.
+	FullClone bool
+	// Nodes the machine may go on (empty: any); the one with most free memory wins.
+	Nodes []string
+	// Storage for the machine's disks; empty keeps the template's.
+	Storage string
+	// Pool is the Proxmox resource pool.
+	Pool string
+	// Disk is the disk DiskGiB resizes, e.g. scsi0.
+	Disk string
+}
+
+// ClusterInfo is what Check found.
+type ClusterInfo struct {
+	Version string
+	Nodes   []NodeInfo
+}
+
+// NodeInfo is one hypervisor node.
+type NodeInfo struct {
+	Name                    string
+	Online                  bool
+	CPUs                    int
+	MemoryTotal, MemoryFree int64
+}

@@ -1,0 +1,114 @@
+// Package proxmox is the Proxmox VE provider: linked or full clones of a
+// template VM through github.com/luthermonson/go-proxmox, configured through
+// Proxmox's cloud-init fields, owned through tags and the description.
+package proxmox
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/luthermonson/go-proxmox"
+
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+// Config is everything the provider needs from a HypervisorCluster and its Secret.
+type Config struct {
+	// Endpoint is the API base, e.g. https://pve:8006/api2/json.
+	Endpoint string
+	// TokenID ("user@realm!name") and TokenSecret: API-token auth, preferred.
+	TokenID, TokenSecret string
+	// Username ("user@realm") and Password: ticket auth.
+	Username, Password string
+	// CAPEM holds the CAs that sign the API certificate; empty uses the system roots.
+	CAPEM []byte
+	// ServerName overrides the name the certificate is checked against.
+	ServerName string
+	// InsecureSkipVerify turns verification off; only when the user set it explicitly.
+	InsecureSkipVerify bool
+	// RequestTimeout bounds one API request.
+	RequestTimeout time.Duration
+
+	// Nodes limits placement; empty allows every online node.
+	Nodes []string
+	// DefaultStorage, DefaultBridge apply when a template names none.
+	DefaultStorage, DefaultBridge string
+	// Nameservers and SearchDomain are cloud-init DNS defaults.
+	Nameservers  []string
+	SearchDomain string
+	// Tags are added to every VM.
+	Tags []string
+	// CloudInitStorage receives per-machine cloud-init ISOs (iso content); default "local".
+	CloudInitStorage string
+	// MaxClonesPerNode and MaxClonesPerStorage cap concurrent clones.
+	MaxClonesPerNode, MaxClonesPerStorage int
+	// TaskTimeout bounds how long a clone, resize or start task may run.
+	TaskTimeout time.Duration
+}
+
+func (c *Config) setDefaults() {
+	if c.RequestTimeout == 0 {
+		c.RequestTimeout = 30 * time.Second
+	}
+	if c.CloudInitStorage == "" {
+		c.CloudInitStorage = "local"
+	}
+	if c.MaxClonesPerNode == 0 {
+		c.MaxClonesPerNode = 2
+	}
+	if c.MaxClonesPerStorage == 0 {
+		c.MaxClonesPerStorage = 4
+	}
+	if c.TaskTimeout == 0 {
+		c.TaskTimeout = 10 * time.Minute
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Endpoint == "":
+		return providers.Permanent("InvalidEndpoint", "the Proxmox endpoint is empty: set spec.endpoint", nil)
+	case c.TokenID != "" && c.TokenSecret == "":
+		return providers.Permanent("CredentialsIncomplete", "the credentials Secret has tokenID but no tokenSecret", nil)
+	case c.TokenID == "" && (c.Username == "" || c.Password == ""):
+		return providers.Permanent("CredentialsIncomplete", "the credentials Secret needs tokenID and tokenSecret, or username and password", nil)
+	}
+	return nil
+}
+
+// newClient builds a go-proxmox client whose TLS is verified against the
+// configured CA bundle and whose requests are counted and timed.
+func newClient(cfg Config) (*proxmox.Client, error) {
+	tlsCfg := &tls.Config{MinVersion: tls.VersionTLS12, ServerName: cfg.ServerName}
+	if len(cfg.CAPEM) > 0 {
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(cfg.CAPEM) {
+			return nil, providers.Permanent("InvalidCABundle", "the CA bundle holds no PEM certificate: check spec.tls.caBundleRef", nil)
+		}
+		tlsCfg.RootCAs = pool
+	}
+	// Verification is skipped only when the HypervisorCluster asks for it.
+	tlsCfg.InsecureSkipVerify = cfg.InsecureSkipVerify
+	base := &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:     tlsCfg,
+		TLSHandshakeTimeout: 10 * time.Second,
+		MaxIdleConnsPerHost: 32,
+		IdleConnTimeout:     90 * time.Second,
+	}
+	httpClient := &http.Client{
+		Timeout:   cfg.RequestTimeout,
+		Transport: &providers.InstrumentedTransport{Provider: "proxmox", Operation: operation, Base: base},
+	}
+	opts := []proxmox.Option{proxmox.WithHTTPClient(httpClient), proxmox.WithUserAgent("hyperfleet")}
+	if cfg.TokenID != "" {
+		opts = append(opts, proxmox.WithAPIToken(cfg.TokenID, cfg.TokenSecret))
+	} else {
+		opts = append(opts, proxmox.WithCredentials(&proxmox.Credentials{Username: cfg.Username, Password: cfg.Password}))
+	}
+	return proxmox.NewClient(cfg.Endpoint, opts...), nil
+}

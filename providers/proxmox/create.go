@@ -1,0 +1,304 @@
+package proxmox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/luthermonson/go-proxmox"
+
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+// Create moves the machine one step on each call:
+//
+//	absent → clone (admission permitting) → configure (tags, size, network,
+//	cloud-init) → grow the disk → tag started and power on.
+//
+// Each step is decided from what Proxmox shows, so a call after a crash picks
+// up where the last one stopped, and a VMID that turns out to belong to
+// someone else is reported (ErrNameTaken) rather than touched.
+func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
+	if spec.Ref.VMID < 100 || spec.Proxmox == nil || spec.Owner.UID == "" {
+		return providers.Machine{}, providers.Permanent("InvalidSpec", "a Proxmox machine needs a VMID ≥ 100, a source template and an owner", nil)
+	}
+	if err := p.taskError(ctx, spec.Ref.VMID); err != nil {
+		return providers.Machine{}, err
+	}
+	vm, err := p.find(ctx, spec.Ref)
+	if errors.Is(err, providers.ErrNotFound) {
+		if kind, ok := p.pending(spec.Ref.VMID); ok {
+			// A clone we started is not visible yet; do not start another.
+			return provisioning(spec, kind), nil
+		}
+		return p.clone(ctx, spec)
+	}
+	if err != nil {
+		return providers.Machine{}, err
+	}
+	tags := splitTags(vm.Tags)
+	desc := ""
+	if vm.VirtualMachineConfig != nil {
+		desc = vm.VirtualMachineConfig.Description
+		tags = splitTags(vm.VirtualMachineConfig.Tags)
+	}
+	if !ownedBy(tags, desc, spec.Owner) {
+		return providers.Machine{}, fmt.Errorf("VM %d on %s: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken)
+	}
+	m := p.machine(vm)
+	if vm.Lock != "" {
+		m.Progress = "cloning"
+		return m, nil
+	}
+	if _, busy := p.pending(spec.Ref.VMID); busy {
+		return m, nil
+	}
+	switch {
+	case !slices.Contains(tags, ownerTag(spec.Owner.UID)):
+		if err := p.configure(ctx, vm, spec); err != nil {
+			return m, err
+		}
+		m.Progress = "configured"
+	case p.needsResize(vm, spec):
+		task, err := vm.ResizeDisk(ctx, diskName(spec), fmt.Sprintf("%dG", spec.DiskGiB))
+		if err != nil {
+			return m, classify(fmt.Sprintf("growing disk of VM %d", spec.Ref.VMID), err)
+		}
+		p.watch(spec.Ref.VMID, "Resize", task)
+		m.Progress = "growing disk"
+	case !slices.Contains(tags, startedTag):
+		// Tag before starting: a VM found stopped with this tag shut itself
+		// down, and must never be started a second time.
+		if err := vm.ConfigSync(ctx, proxmox.VirtualMachineOption{Name: "tags", Value: joinTags(append(tags, startedTag))}); err != nil {
+			return m, classify(fmt.Sprintf("tagging VM %d started", spec.Ref.VMID), err)
+		}
+		task, err := vm.Start(ctx)
+		if err != nil {
+			return m, classify(fmt.Sprintf("starting VM %d", spec.Ref.VMID), err)
+		}
+		p.watch(spec.Ref.VMID, "Start", task)
+		m.Provisioned = true
+		m.Progress = "starting"
+	default:
+		m.Provisioned = true
+		if m.State == providers.PowerRunning {
+			m.Addresses = p.addresses(ctx, vm)
+		}
+	}
+	return m, nil
+}
+
+func provisioning(spec providers.MachineSpec, progress string) providers.Machine {
+	return providers.Machine{
+		Ref: spec.Ref, Owner: spec.Owner, ProviderID: providerID(spec.Ref.Node, spec.Ref.VMID),
+		State: providers.PowerProvisioning, Node: spec.Ref.Node, Progress: strings.ToLower(progress),
+	}
+}
+
+// clone resolves the template, picks a node with a free clone slot and starts
+// the clone. The description carries the owner from the first instant.
+func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
+	cl, err := p.client.Cluster(ctx)
+	if err != nil {
+		return providers.Machine{}, classify("reading the Proxmox cluster", err)
+	}
+	rs, err := cl.Resources(ctx)
+	if err != nil {
+		return providers.Machine{}, classify("listing Proxmox resources", err)
+	}
+	src, err := resolveTemplate(rs, spec.Proxmox)
+	if err != nil {
+		return providers.Machine{}, err
+	}
+	storage := spec.Proxmox.Storage
+	if storage == "" {
+		storage = p.cfg.DefaultStorage
+	}
+	node, slotStorage, err := p.place(rs, src, spec.Proxmox, storage, spec.MemoryMiB)
+	if err != nil {
+		return providers.Machine{}, err
+	}
+	if !p.admission.tryAcquire(spec.Ref.VMID, node, slotStorage) {
+		return providers.Machine{}, providers.Transient("CloneQueued", 3*time.Second,
+			fmt.Errorf("node %s or storage %s is at its concurrent-clone limit (%d per node, %d per storage)",
+				node, slotStorage, p.cfg.MaxClonesPerNode, p.cfg.MaxClonesPerStorage))
+	}
+	srcVM := &proxmox.VirtualMachine{}
+	srcVM.New(p.client, src.Node, int(src.VMID)) //nolint:gosec // VMIDs fit int
+	opts := &proxmox.VirtualMachineCloneOptions{
+		NewID:       spec.Ref.VMID,
+		Name:        spec.Ref.Name,
+		Description: description(spec.Owner),
+		Pool:        spec.Proxmox.Pool,
+	}
+	if node != src.Node {
+		opts.Target = node
+	}
+	if spec.Proxmox.FullClone {
+		opts.Full = true
+		opts.Storage = storage
+	}
+	_, task, err := srcVM.Clone(ctx, opts)
+	if err != nil {
+		p.admission.release(spec.Ref.VMID)
+		err = classify(fmt.Sprintf("cloning template %d to VM %d", src.VMID, spec.Ref.VMID), err)
+		if errors.Is(err, providers.ErrNameTaken) {
+			// Someone took the VMID between our look and the clone: if it is
+			// ours (a retry raced), the next call continues; if not, the
+			// caller records another VMID.
+			if vm, ferr := p.find(ctx, providers.MachineRef{VMID: spec.Ref.VMID}); ferr == nil && vm.VirtualMachineConfig != nil &&
+				ownedBy(splitTags(vm.VirtualMachineConfig.Tags), vm.VirtualMachineConfig.Description, spec.Owner) {
+				return p.machine(vm), nil
+			}
+		}
+		return providers.Machine{}, err
+	}
+	p.watch(spec.Ref.VMID, "Clone", task)
+	ref := spec.Ref
+	ref.Node = node
+	spec.Ref = ref
+	return provisioning(spec, "cloning"), nil
+}
+
+// resolveTemplate finds the template by VMID or by unique name.
+func resolveTemplate(rs proxmox.ClusterResources, src *providers.ProxmoxSpec) (*proxmox.ClusterResource, error) {
+	var found []*proxmox.ClusterResource
+	for _, r := range rs {
+		if r == nil || r.Type != "qemu" {
+			continue
+		}
+		if (src.SourceVMID != 0 && int(r.VMID) == src.SourceVMID) || //nolint:gosec // VMIDs fit int
+			(src.SourceVMID == 0 && r.Name == src.SourceName) {
+			found = append(found, r)
+		}
+	}
+	what := fmt.Sprintf("VMID %d", src.SourceVMID)
+	if src.SourceVMID == 0 {
+		what = fmt.Sprintf("name %q", src.SourceName)
+	}
+	switch {
+	case len(found) == 0:
+		return nil, providers.Permanent("TemplateNotFound", fmt.Sprintf("no VM with %s exists in the Proxmox cluster: check spec.proxmox.source", what), nil)
+	case len(found) > 1:
+		return nil, providers.Permanent("TemplateAmbiguous", fmt.Sprintf("%d VMs have %s: name the template by vmid", len(found), what), nil)
+	case found[0].Template != 1:
+		return nil, providers.Permanent("SourceNotATemplate", fmt.Sprintf("the VM with %s is not a template: convert it (qm template) or name another", what), nil)
+	}
+	return found[0], nil
+}
+
+// place picks the target node: the template's node for a linked clone on
+// non-shared storage (Proxmox allows no other), else the allowed online node
+// with a free clone slot and the most free memory. It returns the node and
+// the storage key admission counts.
+func (p *Provider) place(rs proxmox.ClusterResources, src *proxmox.ClusterResource, spec *providers.ProxmoxSpec, storage string, memMiB int64) (string, string, error) {
+	allowed := spec.Nodes
+	if len(allowed) == 0 {
+		allowed = p.cfg.Nodes
+	}
+	slotStorage := storage
+	if !spec.FullClone || slotStorage == "" {
+		slotStorage = "template-" + src.Node
+	}
+	linkedLocal := !spec.FullClone && !sharedStorageOf(rs, src)
+	type candidate struct {
+		name string
+		free int64
+	}
+	var cands []candidate
+	for _, r := range rs {
+		if r == nil || r.Type != "node" || r.Status != "online" {
+			continue
+		}
+		if len(allowed) > 0 && !slices.Contains(allowed, r.Node) {
+			continue
+		}
+		if linkedLocal && r.Node != src.Node {
+			continue
+		}
+		cands = append(cands, candidate{r.Node, int64(r.MaxMem) - int64(r.Mem)}) //nolint:gosec // node memory fits int64
+	}
+	if len(cands) == 0 {
+		if linkedLocal {
+			return "", "", providers.Transient("NoNodeAvailable", 30*time.Second,
+				fmt.Errorf("a linked clone must run on the template's node %s, which is offline or not in the allowed nodes", src.Node))
+		}
+		return "", "", providers.Transient("NoNodeAvailable", 30*time.Second, fmt.Errorf("no allowed Proxmox node is online (allowed: %v)", allowed))
+	}
+	slices.SortFunc(cands, func(a, b candidate) int {
+		if a.free != b.free {
+			if a.free > b.free {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	for _, c := range cands {
+		if memMiB > 0 && c.free < memMiB<<20 {
+			continue
+		}
+		if p.admission.free(c.name, slotStorage) {
+			return c.name, slotStorage, nil
+		}
+	}
+	return cands[0].name, slotStorage, nil
+}
+
+// sharedStorageOf reports whether the template's disks sit on shared storage,
+// judged from cluster/resources' storage entries on its node.
+func sharedStorageOf(rs proxmox.ClusterResources, src *proxmox.ClusterResource) bool {
+	for _, r := range rs {
+		if r != nil && r.Type == "storage" && r.Node == src.Node && r.Shared == 1 && strings.Contains(r.Content, "images") {
+			return true
+		}
+	}
+	return false
+}
+
+var diskSize = regexp.MustCompile(`(?:^|,)size=(\d+)([KMGT]?)`)
+
+func diskName(spec providers.MachineSpec) string {
+	if spec.Proxmox != nil && spec.Proxmox.Disk != "" {
+		return spec.Proxmox.Disk
+	}
+	return "scsi0"
+}
+
+// needsResize reports whether the disk is smaller than asked; Proxmox never shrinks.
+func (p *Provider) needsResize(vm *proxmox.VirtualMachine, spec providers.MachineSpec) bool {
+	if spec.DiskGiB <= 0 || vm.VirtualMachineConfig == nil {
+		return false
+	}
+	disks := vm.VirtualMachineConfig.MergeDisks()
+	cur, ok := disks[diskName(spec)]
+	if !ok {
+		return false
+	}
+	return sizeGiB(cur) < spec.DiskGiB
+}
+
+func sizeGiB(disk string) int64 {
+	m := diskSize.FindStringSubmatch(disk)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.ParseInt(m[1], 10, 64)
+	switch m[2] {
+	case "T":
+		return n << 10
+	case "G", "":
+		if m[2] == "" {
+			return n >> 30
+		}
+		return n
+	case "M":
+		return n >> 10
+	}
+	return 0
+}

@@ -1,0 +1,54 @@
+package proxmox
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/luthermonson/go-proxmox"
+
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+// classify turns a go-proxmox error into the provider contract's errors.
+// go-proxmox reports a Proxmox 500 as errors.New(res.Status), and Proxmox puts
+// its message in the status line, so the text is all there is to match on.
+func classify(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	wrap := func(e error) error { return fmt.Errorf("%s: %w", op, e) }
+	var (
+		unknownCA *x509.UnknownAuthorityError
+		hostname  x509.HostnameError
+		verify    *tls.CertificateVerificationError
+		netErr    net.Error
+	)
+	msg := err.Error()
+	switch {
+	case proxmox.IsNotAuthorized(err):
+		return wrap(providers.Permanent("AuthenticationFailed",
+			"Proxmox refused the credentials: check tokenID/tokenSecret (or username/password) in the credentials Secret and the token's privileges", err))
+	case errors.As(err, &unknownCA), errors.As(err, &verify), errors.As(err, &hostname):
+		return wrap(providers.Permanent("TLSVerificationFailed",
+			"the Proxmox API certificate is not trusted: put the CA that signed it in spec.tls.caBundleRef (or set spec.tls.serverName)", err))
+	case strings.Contains(msg, "does not exist"), strings.Contains(msg, "no such VM"):
+		return wrap(fmt.Errorf("%w: %s", providers.ErrNotFound, msg))
+	case strings.Contains(msg, "already exists"):
+		return wrap(fmt.Errorf("%w: %s", providers.ErrNameTaken, msg))
+	case strings.Contains(msg, "is locked"), strings.Contains(msg, "can't lock file"), strings.Contains(msg, "got timeout"):
+		return wrap(providers.Transient("HypervisorBusy", 5*time.Second, err))
+	case errors.Is(err, context.DeadlineExceeded), proxmox.IsTimeout(err), errors.As(err, &netErr):
+		return wrap(providers.Transient("HypervisorUnreachable", 15*time.Second, err))
+	case strings.HasPrefix(msg, "bad request"):
+		return wrap(providers.Permanent("RequestRejected", "Proxmox rejected the request; check the template's settings", err))
+	case strings.HasPrefix(msg, "5"), strings.Contains(msg, "EOF"), strings.Contains(msg, "connection reset"):
+		return wrap(providers.Transient("HypervisorError", 10*time.Second, err))
+	}
+	return wrap(providers.Transient("HypervisorError", 10*time.Second, err))
+}

@@ -1,0 +1,243 @@
+package proxmox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/luthermonson/go-proxmox"
+
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+// Provider implements providers.Hypervisor on a Proxmox VE cluster.
+type Provider struct {
+	cfg       Config
+	client    *proxmox.Client
+	admission *admission
+
+	// tasks are the Proxmox tasks this provider started and still watches,
+	// by VMID: a clone holds an admission slot until its task ends.
+	mu    sync.Mutex
+	tasks map[int]*watchedTask
+}
+
+type watchedTask struct {
+	kind    string
+	task    *proxmox.Task
+	started time.Time
+}
+
+var _ providers.Hypervisor = (*Provider)(nil)
+
+// New validates cfg and builds a provider. It makes no request.
+func New(cfg Config) (*Provider, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	client, err := newClient(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Provider{
+		cfg:       cfg,
+		client:    client,
+		admission: newAdmission(cfg.MaxClonesPerNode, cfg.MaxClonesPerStorage),
+		tasks:     map[int]*watchedTask{},
+	}, nil
+}
+
+// Check reports the Proxmox version and its nodes.
+func (p *Provider) Check(ctx context.Context) (providers.ClusterInfo, error) {
+	v, err := p.client.Version(ctx)
+	if err != nil {
+		return providers.ClusterInfo{}, classify("reading the Proxmox version", err)
+	}
+	nodes, err := p.client.Nodes(ctx)
+	if err != nil {
+		return providers.ClusterInfo{}, classify("listing Proxmox nodes", err)
+	}
+	info := providers.ClusterInfo{Version: v.Version}
+	for _, n := range nodes {
+		if n == nil || (len(p.cfg.Nodes) > 0 && !slices.Contains(p.cfg.Nodes, n.Node)) {
+			continue
+		}
+		info.Nodes = append(info.Nodes, providers.NodeInfo{
+			Name: n.Node, Online: n.Status == "online", CPUs: n.MaxCPU,
+			MemoryTotal: int64(n.MaxMem), MemoryFree: int64(n.MaxMem) - int64(n.Mem), //nolint:gosec // node memory fits int64
+		})
+	}
+	slices.SortFunc(info.Nodes, func(a, b providers.NodeInfo) int { return strings.Compare(a.Name, b.Name) })
+	if len(p.cfg.Nodes) > 0 && len(info.Nodes) == 0 {
+		return info, providers.Permanent("NodesNotFound",
+			fmt.Sprintf("none of the nodes in spec.proxmox.nodes (%v) exist in the Proxmox cluster", p.cfg.Nodes), nil)
+	}
+	return info, nil
+}
+
+// Observe reads the VM's state, owner and addresses.
+func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (providers.Machine, error) {
+	vm, err := p.find(ctx, ref)
+	if err != nil {
+		return providers.Machine{}, err
+	}
+	m := p.machine(vm)
+	if err := p.taskError(ctx, ref.VMID); err != nil {
+		return m, err
+	}
+	if m.State == providers.PowerRunning {
+		m.Addresses = p.addresses(ctx, vm)
+	}
+	return m, nil
+}
+
+// List returns the VMs HyperFleet owns: tagged, or (mid-clone, before tags)
+// named hf-* with our owner line in the description.
+func (p *Provider) List(ctx context.Context) ([]providers.Machine, error) {
+	cl, err := p.client.Cluster(ctx)
+	if err != nil {
+		return nil, classify("reading the Proxmox cluster", err)
+	}
+	rs, err := cl.Resources(ctx, "vm")
+	if err != nil {
+		return nil, classify("listing Proxmox VMs", err)
+	}
+	var out []providers.Machine
+	for _, r := range rs {
+		if r == nil || r.Type != "qemu" || r.Template == 1 {
+			continue
+		}
+		tags := splitTags(r.Tags)
+		ref := providers.MachineRef{Name: r.Name, VMID: int(r.VMID), Node: r.Node} //nolint:gosec // VMIDs fit int
+		switch {
+		case slices.Contains(tags, managedTag):
+			out = append(out, providers.Machine{
+				Ref: ref, Owner: providers.Owner{UID: ownerUID(tags, "")}, ProviderID: providerID(r.Node, ref.VMID),
+				State: powerState(r.Status, ""), Node: r.Node,
+			})
+		case len(r.Name) > len(namePrefixForList) && r.Name[:len(namePrefixForList)] == namePrefixForList:
+			vm, err := p.find(ctx, ref)
+			if err != nil {
+				continue
+			}
+			if m := p.machine(vm); m.Owner.UID != "" {
+				out = append(out, m)
+			}
+		}
+	}
+	return out, nil
+}
+
+// find loads a VM by VMID, on its recorded node first, else wherever the
+// cluster says it is (it may have migrated).
+func (p *Provider) find(ctx context.Context, ref providers.MachineRef) (*proxmox.VirtualMachine, error) {
+	if ref.VMID == 0 {
+		return nil, fmt.Errorf("no VMID recorded: %w", providers.ErrNotFound)
+	}
+	if ref.Node != "" {
+		vm, err := p.load(ctx, ref.Node, ref.VMID)
+		if err == nil || !errors.Is(err, providers.ErrNotFound) {
+			return vm, err
+		}
+	}
+	node, err := p.nodeOf(ctx, ref.VMID)
+	if err != nil {
+		return nil, err
+	}
+	return p.load(ctx, node, ref.VMID)
+}
+
+func (p *Provider) load(ctx context.Context, node string, vmid int) (*proxmox.VirtualMachine, error) {
+	n, err := p.client.Node(ctx, node)
+	if err != nil {
+		return nil, classify("reading node "+node, err)
+	}
+	vm, err := n.VirtualMachine(ctx, vmid)
+	if err != nil {
+		return nil, classify(fmt.Sprintf("reading VM %d on %s", vmid, node), err)
+	}
+	return vm, nil
+}
+
+// nodeOf finds the node holding vmid through cluster/resources.
+func (p *Provider) nodeOf(ctx context.Context, vmid int) (string, error) {
+	cl, err := p.client.Cluster(ctx)
+	if err != nil {
+		return "", classify("reading the Proxmox cluster", err)
+	}
+	rs, err := cl.Resources(ctx, "vm")
+	if err != nil {
+		return "", classify("listing Proxmox VMs", err)
+	}
+	for _, r := range rs {
+		if r != nil && int(r.VMID) == vmid { //nolint:gosec // VMIDs fit int
+			return r.Node, nil
+		}
+	}
+	return "", fmt.Errorf("VM %d: %w", vmid, providers.ErrNotFound)
+}
+
+// machine converts a loaded VM into the contract's Machine.
+func (p *Provider) machine(vm *proxmox.VirtualMachine) providers.Machine {
+	var desc string
+	tags := splitTags(vm.Tags)
+	if c := vm.VirtualMachineConfig; c != nil {
+		desc = c.Description
+		if len(tags) == 0 {
+			tags = splitTags(c.Tags)
+		}
+	}
+	vmid := int(vm.VMID) //nolint:gosec // VMIDs fit int
+	m := providers.Machine{
+		Ref:        providers.MachineRef{Name: vm.Name, VMID: vmid, Node: vm.Node},
+		Owner:      providers.Owner{UID: ownerUID(tags, desc)},
+		ProviderID: providerID(vm.Node, vmid),
+		State:      powerState(vm.Status, vm.Lock),
+		Node:       vm.Node,
+	}
+	if vm.Lock != "" {
+		m.Progress = "locked by Proxmox (" + vm.Lock + ")"
+	}
+	m.Provisioned = slices.Contains(tags, startedTag)
+	return m
+}
+
+func powerState(status, lock string) providers.PowerState {
+	if lock != "" {
+		return providers.PowerProvisioning
+	}
+	switch status {
+	case "running":
+		return providers.PowerRunning
+	case "stopped":
+		return providers.PowerStopped
+	}
+	return providers.PowerUnknown
+}
+
+func providerID(node string, vmid int) string { return fmt.Sprintf("proxmox://%s/%d", node, vmid) }
+
+// addresses asks the guest agent for IPv4 addresses; none until it answers.
+func (p *Provider) addresses(ctx context.Context, vm *proxmox.VirtualMachine) []string {
+	ifaces, err := vm.AgentGetNetworkIFaces(ctx)
+	if err != nil {
+		return nil
+	}
+	var out []string
+	for _, iface := range ifaces {
+		if iface == nil || iface.Name == "lo" {
+			continue
+		}
+		for _, a := range iface.IPAddresses {
+			if a != nil && a.IPAddressType == "ipv4" && a.IPAddress != "" {
+				out = append(out, a.IPAddress)
+			}
+		}
+	}
+	return out
+}
