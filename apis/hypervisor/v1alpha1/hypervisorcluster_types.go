@@ -131,11 +131,13 @@ type ProxmoxClusterSpec struct {
 	// +optional
 	MaxConcurrentClonesPerStorage int32 `json:"maxConcurrentClonesPerStorage,omitempty"`
 
-	// SnippetsStorage is a storage with the "snippets" content type where
-	// cloud-init user data is uploaded for cicustom. Defaults to "local".
+	// CloudInitStorage is a storage with the "iso" content type on every
+	// node, where each machine's cloud-init user data is uploaded as a small
+	// NoCloud ISO (Proxmox has no API to write cicustom snippets). Defaults
+	// to "local".
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
-	SnippetsStorage string `json:"snippetsStorage,omitempty"`
+	CloudInitStorage string `json:"cloudInitStorage,omitempty"`
 
 	// TaskTimeout bounds how long one Proxmox task (clone, start, delete) is
 	// polled before it is reported as stuck.
