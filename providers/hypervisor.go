@@ -168,3 +168,12 @@ type NodeInfo struct {
 	CPUs                    int
 	MemoryTotal, MemoryFree int64
 }
+
+// TemplateChecker is implemented by providers whose machine sources live on
+// the hypervisor (a Proxmox template VM), so a HypervisorMachineTemplate can
+// report whether its source exists before any claim uses it.
+type TemplateChecker interface {
+	// CheckTemplate resolves spec's source and describes it for people, e.g.
+	// "pve1/9000 (ubuntu-24.04)".
+	CheckTemplate(ctx context.Context, spec MachineSpec) (string, error)
+}

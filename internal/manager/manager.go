@@ -79,6 +79,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
 		return nil, err
 	}
+	if err := setupReconcilers(mgr, o); err != nil {
+		return nil, fmt.Errorf("setting up the reconcilers: %w", err)
+	}
 	return mgr, nil
 }
 

@@ -32,6 +32,14 @@ type Options struct {
 	Namespaces []string
 	// OperatorNamespace is where the operator's own configuration lives.
 	OperatorNamespace string
+
+	// ObserveInterval: how often running machines are looked at.
+	ObserveInterval time.Duration
+	// FinalizationTimeout: how long a deleted claim waits for its machine's
+	// deletion before it is released and the machine left to the sweeper.
+	FinalizationTimeout time.Duration
+	// OrphanSweepInterval and OrphanGrace pace the orphan sweeper.
+	OrphanSweepInterval, OrphanGrace time.Duration
 }
 
 // BindFlags registers the manager's flags on fs.
@@ -49,6 +57,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		o.Namespaces = splitList(s)
 		return nil
 	})
+	fs.DurationVar(&o.ObserveInterval, "machine-observe-interval", 30*time.Second, "How often a running machine's state is read from its hypervisor.")
+	fs.DurationVar(&o.FinalizationTimeout, "finalization-timeout", 10*time.Minute, "How long a deleted MachineClaim waits for its machine's deletion before it is released (with a Warning event) and the machine left to the orphan sweeper.")
+	fs.DurationVar(&o.OrphanSweepInterval, "orphan-sweep-interval", time.Minute, "How often hypervisors are swept for machines whose MachineClaim is gone.")
+	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 10*time.Minute, "How long a machine must be seen without its MachineClaim before the sweeper deletes it.")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", "", "The operator's own namespace. Default: POD_NAMESPACE, the in-cluster namespace, or hyperfleet-system.")
 }
 

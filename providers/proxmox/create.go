@@ -55,7 +55,8 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		m.Progress = "cloning"
 		return m, nil
 	}
-	if _, busy := p.pending(spec.Ref.VMID); busy {
+	if kind, busy := p.pending(spec.Ref.VMID); busy {
+		markBusy(&m, kind)
 		return m, nil
 	}
 	switch {

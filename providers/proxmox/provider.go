@@ -86,9 +86,13 @@ func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (provi
 	if err != nil {
 		return providers.Machine{}, err
 	}
-	m := p.machine(vm)
 	if err := p.taskError(ctx, ref.VMID); err != nil {
-		return m, err
+		return p.machine(vm), err
+	}
+	m := p.machine(vm)
+	if kind, busy := p.pending(ref.VMID); busy {
+		markBusy(&m, kind)
+		return m, nil
 	}
 	if m.State == providers.PowerRunning {
 		m.Addresses = p.addresses(ctx, vm)
@@ -240,4 +244,35 @@ func (p *Provider) addresses(ctx context.Context, vm *proxmox.VirtualMachine) []
 		}
 	}
 	return out
+}
+
+// CheckTemplate resolves the template by VMID or name.
+func (p *Provider) CheckTemplate(ctx context.Context, spec providers.MachineSpec) (string, error) {
+	if spec.Proxmox == nil {
+		return "", providers.Permanent("InvalidSpec", "the template has no spec.proxmox section", nil)
+	}
+	cl, err := p.client.Cluster(ctx)
+	if err != nil {
+		return "", classify("reading the Proxmox cluster", err)
+	}
+	rs, err := cl.Resources(ctx, "vm")
+	if err != nil {
+		return "", classify("listing Proxmox VMs", err)
+	}
+	src, err := resolveTemplate(rs, spec.Proxmox)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("%s/%d (%s)", src.Node, src.VMID, src.Name), nil
+}
+
+// markBusy reports a machine with a task of ours still running (a start, a
+// disk resize) as provisioning: a VM whose start task has not finished is
+// stopped, and must not be taken for one that shut itself down.
+func markBusy(m *providers.Machine, kind string) {
+	if kind == "Stop" || kind == "Delete" {
+		return
+	}
+	m.State = providers.PowerProvisioning
+	m.Progress = strings.ToLower(kind) + " in progress"
 }

@@ -1,0 +1,44 @@
+package manager
+
+import (
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
+	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisormachinetemplate"
+	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"
+	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
+)
+
+// setupReconcilers registers every kind's reconciler, sharing one provider
+// registry so a credential rotation reaches them all.
+func setupReconcilers(mgr ctrl.Manager, o Options) error {
+	registry := &hypervisors.Registry{
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Factories: map[hypervisorv1alpha1.ProviderType]hypervisors.Factory{
+			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox,
+		},
+	}
+	if err := (&hypervisorcluster.Reconciler{
+		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisorcluster"),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&hypervisormachinetemplate.Reconciler{
+		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisormachinetemplate"),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&machineclaim.Reconciler{
+		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("machineclaim"),
+		ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	return (&orphans.Sweeper{
+		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("orphan-sweeper"),
+		Interval: o.OrphanSweepInterval, Grace: o.OrphanGrace,
+	}).SetupWithManager(mgr)
+}

@@ -1,0 +1,178 @@
+// Package hypervisors hands reconcilers the provider for a HypervisorCluster,
+// built from the cluster's spec, its credentials Secret and CA bundle, and
+// rebuilt whenever any of them changes — so a rotated token takes effect on
+// the next reconcile, without a restart.
+package hypervisors
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+// Credentials is what a factory gets besides the cluster: the Secret's data
+// (nil when the cluster names none) and the CA bundle (nil for system roots).
+type Credentials struct {
+	Data map[string][]byte
+	CA   []byte
+}
+
+// Factory builds a provider for one kind of cluster.
+type Factory func(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) (providers.Hypervisor, error)
+
+// Registry caches one provider per HypervisorCluster, keyed by a hash of
+// everything it was built from.
+type Registry struct {
+	// Client reads Secrets through the label-limited cache.
+	Client client.Client
+	// APIReader reads what the cache does not hold (ConfigMap CA bundles), and
+	// explains a cache miss (a Secret without the credentials label).
+	APIReader client.Reader
+	Factories map[hypervisorv1alpha1.ProviderType]Factory
+
+	mu      sync.Mutex
+	entries map[types.NamespacedName]entry
+}
+
+type entry struct {
+	hash     string
+	provider providers.Hypervisor
+}
+
+// For returns the provider for cluster, building or rebuilding it as needed.
+// Errors are providers.PermanentError with a reason a user can act on.
+func (r *Registry) For(ctx context.Context, cluster *hypervisorv1alpha1.HypervisorCluster) (providers.Hypervisor, error) {
+	factory, ok := r.Factories[cluster.Spec.Provider]
+	if !ok {
+		return nil, providers.Permanent("ProviderUnsupported", fmt.Sprintf("this operator build has no %q provider", cluster.Spec.Provider), nil)
+	}
+	creds, err := r.credentials(ctx, cluster)
+	if err != nil {
+		return nil, err
+	}
+	hash := fingerprint(cluster, creds)
+	key := client.ObjectKeyFromObject(cluster)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e, ok := r.entries[key]; ok && e.hash == hash {
+		return e.provider, nil
+	}
+	p, err := factory(cluster, creds)
+	if err != nil {
+		return nil, err
+	}
+	if r.entries == nil {
+		r.entries = map[types.NamespacedName]entry{}
+	}
+	r.entries[key] = entry{hash: hash, provider: p}
+	return p, nil
+}
+
+// Forget drops the cached provider of a deleted cluster.
+func (r *Registry) Forget(key types.NamespacedName) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.entries, key)
+}
+
+func (r *Registry) credentials(ctx context.Context, cluster *hypervisorv1alpha1.HypervisorCluster) (Credentials, error) {
+	var creds Credentials
+	if ref := cluster.Spec.CredentialsRef; ref != nil {
+		secret, err := r.secret(ctx, cluster.Namespace, ref.Name, "spec.credentialsRef")
+		if err != nil {
+			return creds, err
+		}
+		creds.Data = secret.Data
+	}
+	if cluster.Spec.TLS != nil && cluster.Spec.TLS.CABundleRef != nil {
+		ca, err := r.caBundle(ctx, cluster.Namespace, cluster.Spec.TLS.CABundleRef)
+		if err != nil {
+			return creds, err
+		}
+		creds.CA = ca
+	}
+	return creds, nil
+}
+
+func (r *Registry) secret(ctx context.Context, namespace, name, field string) (*corev1.Secret, error) {
+	secret := &corev1.Secret{}
+	err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret)
+	if err == nil {
+		return secret, nil
+	}
+	if !apierrors.IsNotFound(err) {
+		return nil, providers.Transient("SecretUnreadable", 0, err)
+	}
+	// The cache holds only labelled Secrets: tell "missing" from "unlabelled".
+	if r.APIReader != nil && r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &corev1.Secret{}) == nil {
+		return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
+			"Secret %s/%s (%s) exists but lacks the label %s, so the operator cannot see it: add the label (in the ExternalSecret's target template)",
+			namespace, name, field, meta.CredentialsLabel), nil)
+	}
+	return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
+		"Secret %s/%s (%s) not found: create it, or check the ExternalSecret that syncs it", namespace, name, field), nil)
+}
+
+func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.KeyReference) ([]byte, error) {
+	if ref.Kind == meta.ConfigMapKind {
+		cm := &corev1.ConfigMap{}
+		reader := r.APIReader
+		if reader == nil {
+			reader = r.Client
+		}
+		if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s (spec.tls.caBundleRef) not found", namespace, ref.Name), nil)
+			}
+			return nil, providers.Transient("CABundleUnreadable", 0, err)
+		}
+		if v, ok := cm.Data[ref.Key]; ok && v != "" {
+			return []byte(v), nil
+		}
+		return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s has no key %q (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
+	}
+	secret, err := r.secret(ctx, namespace, ref.Name, "spec.tls.caBundleRef")
+	if err != nil {
+		return nil, err
+	}
+	if v := secret.Data[ref.Key]; len(v) > 0 {
+		return v, nil
+	}
+	return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("Secret %s/%s has no key %q (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
+}
+
+// fingerprint hashes what a provider is built from. The hash never leaves
+// this process, so it is no leak of the Secret.
+func fingerprint(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) string {
+	h := sha256.New()
+	spec, _ := json.Marshal(cluster.Spec)
+	h.Write([]byte(cluster.UID))
+	h.Write(spec)
+	keys := make([]string, 0, len(creds.Data))
+	for k := range creds.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		h.Write([]byte{0})
+		h.Write([]byte(k))
+		h.Write([]byte{0})
+		h.Write(creds.Data[k])
+	}
+	h.Write([]byte{1})
+	h.Write(creds.CA)
+	return hex.EncodeToString(h.Sum(nil))
+}
