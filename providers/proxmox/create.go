@@ -22,7 +22,9 @@ import (
 //
 // Each step is decided from what Proxmox shows, so a call after a crash picks
 // up where the last one stopped, and a VMID that turns out to belong to
-// someone else is reported (ErrNameTaken) rather than touched.
+// someone else is reported (ErrNameTaken) rather than touched. Ownership is
+// read from the description the clone call sets, which Proxmox writes only
+// when the clone finishes; until then a clone-locked VM counts as in progress.
 func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
 	if spec.Ref.VMID < 100 || spec.Proxmox == nil || spec.Owner.UID == "" {
 		return providers.Machine{}, providers.Permanent("InvalidSpec", "a Proxmox machine needs a VMID ≥ 100, a source template and an owner", nil)
@@ -46,6 +48,13 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 	if vm.VirtualMachineConfig != nil {
 		desc = vm.VirtualMachineConfig.Description
 		tags = splitTags(vm.VirtualMachineConfig.Tags)
+	}
+	if vm.Lock == "clone" && ownerUID(tags, desc) == "" {
+		// Mid-clone, Proxmox shows only a temporary config: no name, tags or
+		// description yet. Whose clone it is shows once it finishes.
+		m := provisioning(spec, "cloning")
+		m.Node = vm.Node
+		return m, nil
 	}
 	if !ownedBy(tags, desc, spec.Owner) {
 		return providers.Machine{}, fmt.Errorf("VM %d on %s: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken)
@@ -84,7 +93,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		}
 		p.watch(spec.Ref.VMID, "Start", task)
 		m.Provisioned = true
-		m.Progress = "starting"
+		markBusy(&m, "Start")
 	default:
 		m.Provisioned = true
 		if m.State == providers.PowerRunning {

@@ -80,6 +80,10 @@ func (p *Provider) owned(ctx context.Context, ref providers.MachineRef, owner pr
 	if c := vm.VirtualMachineConfig; c != nil {
 		tags, desc = splitTags(c.Tags), c.Description
 	}
+	if vm.Lock == "clone" && ownerUID(tags, desc) == "" {
+		// A clone still running shows no owner yet; wait for it to finish.
+		return nil, fmt.Errorf("VM %d is being cloned: %w", ref.VMID, providers.ErrInProgress)
+	}
 	if !ownedBy(tags, desc, owner) {
 		return nil, fmt.Errorf("VM %d on %s (owner %q): %w", ref.VMID, vm.Node, ownerUID(tags, desc), providers.ErrNotOwned)
 	}

@@ -46,7 +46,7 @@ func classify(op string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded), proxmox.IsTimeout(err), errors.As(err, &netErr):
 		return wrap(providers.Transient("HypervisorUnreachable", 15*time.Second, err))
 	case strings.HasPrefix(msg, "bad request"):
-		return wrap(providers.Permanent("RequestRejected", "Proxmox rejected the request; check the template's settings", err))
+		return wrap(providers.Permanent("RequestRejected", fmt.Sprintf("Proxmox rejected %s: %s; check the template's and cluster's settings", op, strings.TrimPrefix(msg, "bad request: ")), nil))
 	case strings.HasPrefix(msg, "5"), strings.Contains(msg, "EOF"), strings.Contains(msg, "connection reset"):
 		return wrap(providers.Transient("HypervisorError", 10*time.Second, err))
 	}

@@ -11,8 +11,9 @@ import (
 
 // Every VM HyperFleet makes carries these, and nothing else is ever touched:
 //   - the tag "hyperfleet" and the tag "hf-owner-<claim UID>" (set while configuring);
-//   - a description line "hyperfleet-owner-uid: <UID>" (set by the clone call
-//     itself, so a VM is recognisably ours from its first instant, before tags).
+//   - a description line "hyperfleet-owner-uid: <UID>", passed to the clone
+//     call itself; Proxmox writes it when the clone finishes (mid-clone the
+//     config is a temporary one holding only "lock: clone").
 const (
 	managedTag     = "hyperfleet"
 	ownerTagPrefix = "hf-owner-"

@@ -163,6 +163,12 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 	if !done {
 		s.outcome = stopping("deleting the machine because the claim is being deleted")
 		err = r.deleteMachine(ctx, s)
+		if errors.Is(err, providers.ErrNotOwned) {
+			// The recorded VMID holds someone else's VM: nothing of ours to delete.
+			r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "NothingToDelete", "Delete",
+				"VMID %d holds a VM HyperFleet does not own; left untouched", ref.VMID)
+			err = nil
+		}
 		done = err == nil
 	}
 	if !done {

@@ -1,0 +1,276 @@
+package machineclaim_test
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+)
+
+func TestClusterAndTemplateBecomeReady(t *testing.T) {
+	l := newLab(t)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.waitReason(cluster, "Connected", 30*time.Second)
+	if cluster.Status.Version != "8.2.4" || len(cluster.Status.Nodes) != 2 || cluster.Status.LastCheckTime == nil {
+		t.Errorf("cluster status: version %q, nodes %v", cluster.Status.Version, cluster.Status.Nodes)
+	}
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}}
+	l.waitReason(tmpl, "SourceFound", 30*time.Second)
+	if tmpl.Status.ResolvedSource != "pve1/9000 (ubuntu-24.04)" {
+		t.Errorf("resolved source %q", tmpl.Status.ResolvedSource)
+	}
+}
+
+// The whole lifecycle: Pending → Provisioning → Running → Ready, then the
+// timeout ends it: the VM is deleted and the claim Terminated.
+func TestClaimLifecycleWithTimeout(t *testing.T) {
+	l := newLab(t)
+	l.claim("box", func(mc *hypervisorv1alpha1.MachineClaim) {
+		mc.Spec.Timeout = &metav1.Duration{Duration: 4 * time.Second}
+		mc.Spec.Hostname = "box"
+	})
+	mc := l.waitPhase("box", hypervisorv1alpha1.MachineReady, time.Minute)
+	if mc.Status.VMID == nil || mc.Status.Node != "pve1" || len(mc.Status.Addresses) == 0 || mc.Status.ExpiryTime == nil ||
+		!strings.HasPrefix(mc.Status.ProviderID, "proxmox://pve1/") || mc.Status.ReadyTime == nil || mc.Status.StartTime == nil {
+		t.Fatalf("Ready claim status incomplete: %+v", mc.Status)
+	}
+	vms := l.ownedVMs()
+	if len(vms) != 1 || vms[0].VMID != int(*mc.Status.VMID) {
+		t.Fatalf("want exactly the claim's VM, got %+v", vms)
+	}
+	vm := vms[0]
+	if !slices.Contains(vm.Tags, "hf-owner-"+string(mc.UID)) || vm.Status != "running" || vm.Config["cores"] != "2" ||
+		vm.Config["ciuser"] != "ubuntu" || !strings.Contains(vm.Config["scsi0"], "size=20G") || vm.Name != "box" {
+		t.Errorf("VM not configured as the template says: %+v", vm)
+	}
+	if got := vm.Config["ipconfig0"]; got != "ip=dhcp" {
+		t.Errorf("ipconfig0 = %q", got)
+	}
+
+	mc = l.waitPhase("box", hypervisorv1alpha1.MachineTerminated, 30*time.Second)
+	if mc.Status.TerminationReason != "Expired" {
+		t.Errorf("termination reason %q, want Expired", mc.Status.TerminationReason)
+	}
+	if _, ok := l.sim.VM(vm.VMID); ok {
+		t.Errorf("VM %d still exists after the claim expired", vm.VMID)
+	}
+	ready := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition)
+	if ready == nil || ready.Status != metav1.ConditionFalse || apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("a Terminated claim is Ready=False and not Stalled: %v", mc.Status.Conditions)
+	}
+
+	// Deleting the claim now releases it at once: there is no machine left.
+	if err := l.c.Delete(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+		err := l.get(mc)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+}
+
+// An ephemeral runner powers its VM off after its job: the claim notices,
+// deletes the VM and ends Terminated/ShutDown.
+func TestSelfShutdownIsDetectedAndCleanedUp(t *testing.T) {
+	l := newLab(t)
+	l.claim("runner")
+	mc := l.waitPhase("runner", hypervisorv1alpha1.MachineReady, time.Minute)
+	l.sim.GuestShutdown(int(*mc.Status.VMID))
+	mc = l.waitPhase("runner", hypervisorv1alpha1.MachineTerminated, 30*time.Second)
+	if mc.Status.TerminationReason != "ShutDown" {
+		t.Errorf("termination reason %q, want ShutDown", mc.Status.TerminationReason)
+	}
+	if n := len(l.ownedVMs()); n != 0 {
+		t.Errorf("%d VMs left after the self-shutdown", n)
+	}
+}
+
+// A claim deleted while its clone is still running leaves nothing behind.
+func TestDeleteDuringCloneLeavesNothing(t *testing.T) {
+	l := newLab(t, func(o *proxmoxsim.Options, _ *hypervisorv1alpha1.HypervisorCluster) {
+		o.Latencies = proxmoxsim.DefaultLatencies()
+		o.Latencies.Clone = 3 * time.Second
+	})
+	mc := l.claim("doomed")
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		for _, vm := range l.sim.VMs() {
+			if vm.Lock == "clone" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no clone in flight; VMs %+v", l.sim.VMs())
+	})
+	if err := l.c.Delete(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		err := l.get(mc)
+		return apierrors.IsNotFound(err), fmt.Sprintf("claim still there: %v", describe(mc.Status.Phase, mc.Status.Conditions))
+	})
+	for _, vm := range l.sim.VMs() {
+		if !vm.Template {
+			t.Errorf("VM %d (%s, lock %q) left behind", vm.VMID, vm.Name, vm.Lock)
+		}
+	}
+}
+
+// A new API token in the Secret is used without a restart.
+func TestCredentialRotationNeedsNoRestart(t *testing.T) {
+	l := newLab(t)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.waitReason(cluster, "Connected", 30*time.Second)
+
+	tokenID, _ := l.sim.APIToken()
+	l.sim.SetAPIToken(tokenID, "rotated-secret-1")
+	l.waitReason(cluster, "AuthenticationFailed", 30*time.Second)
+	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("bad credentials must be Stalled: %v", cluster.Status.Conditions)
+	}
+	if strings.Contains(describe("", cluster.Status.Conditions), "rotated-secret-1") {
+		t.Fatal("a condition message leaks the token secret")
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
+	if err := l.get(secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["tokenSecret"] = []byte("rotated-secret-1")
+	if err := l.c.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	l.waitReason(cluster, "Connected", 30*time.Second)
+
+	// Claims use the new credentials too.
+	l.claim("after-rotation")
+	l.waitPhase("after-rotation", hypervisorv1alpha1.MachineReady, time.Minute)
+}
+
+// Each failure gives its documented reason and recovers when it clears.
+func TestFaultsAreReportedAndRecover(t *testing.T) {
+	l := newLab(t)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.waitReason(cluster, "Connected", 30*time.Second)
+
+	// The API answers 5xx: a transient error, retried.
+	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `^/version$`, Action: proxmoxsim.FaultHTTPError, Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	l.waitReason(cluster, "HypervisorError", 30*time.Second)
+	if apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Error("a 5xx is transient, not Stalled")
+	}
+	l.sim.ClearFaults()
+	l.waitReason(cluster, "Connected", 30*time.Second)
+
+	// A clone task that fails is retried, and the claim still gets its VM.
+	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `/clone$`, Action: proxmoxsim.FaultTaskFail, Times: 1,
+		Message: "clone failed: storage full"}); err != nil {
+		t.Fatal(err)
+	}
+	l.claim("retried")
+	l.waitPhase("retried", hypervisorv1alpha1.MachineReady, time.Minute)
+
+	// The Secret disappears: Stalled, naming the Secret.
+	if err := l.c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Namespace: l.ns}}); err != nil {
+		t.Fatal(err)
+	}
+	l.waitReason(cluster, meta.SecretNotFoundReason, 30*time.Second)
+
+	// A Secret without the credentials label is invisible to the operator, and the message says so.
+	tokenID, secret := l.sim.APIToken()
+	l.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}})
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		_ = l.get(cluster)
+		msg := describe("", cluster.Status.Conditions)
+		return strings.Contains(msg, "lacks the label hyperfleet.io/credentials"), msg
+	})
+}
+
+func TestUntrustedCertificateIsStalled(t *testing.T) {
+	l := newLab(t, func(_ *proxmoxsim.Options, c *hypervisorv1alpha1.HypervisorCluster) { c.Spec.TLS = nil })
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.waitReason(cluster, "TLSVerificationFailed", 30*time.Second)
+	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("TLS failure must be Stalled: %v", cluster.Status.Conditions)
+	}
+}
+
+// The sweeper deletes a VM with our marks whose claim is gone, after its
+// grace; a VM without our marks is never touched.
+func TestSweeperDeletesOnlyOrphans(t *testing.T) {
+	l := newLab(t)
+	l.waitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}, "Connected", 30*time.Second)
+	l.sim.AddVM("pve1", 4242, "hf-gone-claim", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000000"}, true)
+	l.sim.AddVM("pve1", 4343, "prod-db", []string{"prod"}, true)
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		_, orphan := l.sim.VM(4242)
+		return !orphan, "orphan 4242 still exists"
+	})
+	if _, ok := l.sim.VM(4343); !ok {
+		t.Fatal("the sweeper deleted a VM HyperFleet does not own")
+	}
+}
+
+// 50 claims at once, with Proxmox's storage lock in play: all Ready, one VM
+// each, no VMID shared.
+func TestFiftyClaimsAtOnce(t *testing.T) {
+	l := newLab(t)
+	const n = 50
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.claim(fmt.Sprintf("burst-%02d", i))
+		}()
+	}
+	wg.Wait()
+	testenv.Eventually(t, 3*time.Minute, func() (bool, string) {
+		var list hypervisorv1alpha1.MachineClaimList
+		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, mc := range list.Items {
+			if mc.Status.Phase == hypervisorv1alpha1.MachineReady {
+				ready++
+			}
+		}
+		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n)
+	})
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
+		t.Fatal(err)
+	}
+	vmids := map[int32]string{}
+	for _, mc := range list.Items {
+		if other, dup := vmids[*mc.Status.VMID]; dup {
+			t.Errorf("claims %s and %s share VMID %d", other, mc.Name, *mc.Status.VMID)
+		}
+		vmids[*mc.Status.VMID] = mc.Name
+	}
+	owners := map[string]int{}
+	for _, vm := range l.ownedVMs() {
+		for _, tag := range vm.Tags {
+			if strings.HasPrefix(tag, "hf-owner-") {
+				owners[tag]++
+			}
+		}
+	}
+	if len(l.ownedVMs()) != n || len(owners) != n {
+		t.Errorf("%d VMs for %d owners; want %d of each (no twins)", len(l.ownedVMs()), len(owners), n)
+	}
+}
