@@ -37,15 +37,31 @@ var (
 // Main starts the control plane, runs the package's tests and stops it. It
 // exits the process with the tests' result.
 func Main(m *testing.M) {
-	os.Exit(run(m))
+	os.Exit(run(m, nil))
 }
 
-func run(m *testing.M) int {
+// MainWith is Main with setup run once the control plane is up (to start a
+// manager, say); the function it returns runs after the tests.
+func MainWith(m *testing.M, setup func() (teardown func(), err error)) {
+	os.Exit(run(m, setup))
+}
+
+func run(m *testing.M, setup func() (func(), error)) int {
 	if err := start(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: %v\n", err)
 		return 1
 	}
+	teardown := func() {}
+	if setup != nil {
+		var err error
+		if teardown, err = setup(); err != nil {
+			fmt.Fprintf(os.Stderr, "testenv: setup: %v\n", err)
+			_ = plane.Stop()
+			return 1
+		}
+	}
 	code := m.Run()
+	teardown()
 	if err := plane.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
 	}
@@ -84,6 +100,23 @@ func Client() client.Client { return k8sClient }
 
 // Scheme returns the scheme the client uses.
 func Scheme() *runtime.Scheme { return k8sScheme }
+
+// Eventually polls cond every 100 ms until it returns true or timeout
+// passes, then fails the test with cond's last description of what it saw.
+func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", timeout, last)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
 
 // Namespace creates a namespace for one test, deleted when it ends.
 func Namespace(t testing.TB) string {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -41,7 +42,12 @@ func TestMain(m *testing.M) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
-		return func() { cancel(); _ = <-done }, nil
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+			}
+		}, nil
 	})
 }
 
