@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -21,6 +22,9 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.SamplesNamespace, "samples-namespace", "default", "Namespace the samples go into; empty skips them.")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Address of the manager's metrics endpoint (plain HTTP in the sandbox); 0 turns it off.")
 	fs.StringVar(&o.Manager.ProbeAddr, "health-probe-bind-address", "127.0.0.1:8081", "Address of /healthz and /readyz; 0 turns them off.")
+	fs.StringVar(&o.ProxmoxAddr, "proxmox-sim-address", "127.0.0.1:8006", "Address of the simulated Proxmox VE API; empty runs no simulator.")
+	fs.StringVar(&o.SandboxNamespace, "sandbox-namespace", "sandbox", "Namespace of the objects that use the simulators.")
+	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to create on the simulated Proxmox.")
 	logOpts.BindFlags(fs, "console")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -38,6 +42,8 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	defaults.BindFlags(flag.NewFlagSet("defaults", flag.ContinueOnError))
 	defaults.MetricsAddr, defaults.ProbeAddr, defaults.MetricsSecure = o.Manager.MetricsAddr, o.Manager.ProbeAddr, false
 	defaults.OperatorNamespace = "hyperfleet-system"
+	// Short enough that a newcomer sees the sweeper act during a demo.
+	defaults.OrphanGrace = 2 * time.Minute
 	o.Manager = defaults
 	if err := o.Manager.Complete(); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/manifests"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/kustomize/crd"
+	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/samples"
 )
 
@@ -41,6 +42,15 @@ type Options struct {
 	Out io.Writer
 	// Ready, if set, is called with the kubeconfig path once everything runs.
 	Ready func(kubeconfig string)
+
+	// ProxmoxAddr is where the Proxmox VE simulator listens; empty skips it.
+	ProxmoxAddr string
+	// ProxmoxLatencies overrides the simulator's realistic task latencies.
+	ProxmoxLatencies *proxmoxsim.Latencies
+	// SandboxNamespace receives the objects that use the simulators.
+	SandboxNamespace string
+	// DemoClaims is how many MachineClaims the sandbox creates on the simulator.
+	DemoClaims int
 }
 
 // Run brings the sandbox up, blocks until ctx ends, then tears it down.
@@ -85,6 +95,22 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	if o.ProxmoxAddr != "" {
+		sim, err := startProxmox(o)
+		if err != nil {
+			return err
+		}
+		defer sim.Close()
+		say("==> Proxmox VE simulator at %s (token %s)", sim.URL(), tokenIDOf(sim))
+		if err := ensureNamespace(ctx, c, o.SandboxNamespace); err != nil {
+			return err
+		}
+		if err := createAll(ctx, c, o.SandboxNamespace, proxmoxObjects(sim, o.DemoClaims)); err != nil {
+			return err
+		}
+		say("==> Created HypervisorCluster pve-sim, template ubuntu-sim and %d MachineClaims in namespace %s", o.DemoClaims, o.SandboxNamespace)
+	}
+
 	say("==> Starting the HyperFleet manager in-process (leader election in namespace %s)", o.Manager.OperatorNamespace)
 	mgrDone, err := startManager(ctx, plane.Config, o.Manager)
 	if err != nil {
@@ -107,6 +133,9 @@ func Run(ctx context.Context, o Options) error {
 	say("")
 	say("  export KUBECONFIG=%s", kubeconfig)
 	say("  kubectl get hypervisorclusters,hypervisormachinetemplates,machineclaims,runnerpools,cyberdesks,performers,hourglassexecutors -A")
+	if o.ProxmoxAddr != "" {
+		say("  kubectl get hypervisorclusters,machineclaims -n %s -w     # watch the demo claims reach Ready", o.SandboxNamespace)
+	}
 	say("  kubectl explain machineclaim.spec")
 	if o.Manager.MetricsAddr != "0" {
 		say("  curl -s http://%s/metrics | grep hyperfleet_", o.Manager.MetricsAddr)
@@ -173,4 +202,9 @@ func ensureNamespace(ctx context.Context, c client.Client, name string) error {
 		return fmt.Errorf("creating namespace %s: %w", name, err)
 	}
 	return nil
+}
+
+func tokenIDOf(sim *proxmoxsim.Server) string {
+	id, _ := sim.APIToken()
+	return id
 }

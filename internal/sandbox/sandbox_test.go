@@ -20,6 +20,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/sandbox"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // syncBuffer lets the test read what the sandbox prints while it runs.
@@ -47,6 +48,7 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	defer cancel()
 	out := &syncBuffer{}
 	ready := make(chan string, 1)
+	fast := proxmoxsim.DefaultLatencies()
 	opts := sandbox.Options{
 		StateDir:         t.TempDir(),
 		SamplesNamespace: "samples",
@@ -56,8 +58,12 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 			LeaderElectionNamespace: "hyperfleet-system", Identity: "sandbox-test",
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		},
-		Out:   out,
-		Ready: func(kubeconfig string) { ready <- kubeconfig },
+		Out:              out,
+		Ready:            func(kubeconfig string) { ready <- kubeconfig },
+		ProxmoxAddr:      "127.0.0.1:0",
+		ProxmoxLatencies: &fast,
+		SandboxNamespace: "sandbox",
+		DemoClaims:       2,
 	}
 	done := make(chan error, 1)
 	go func() { done <- sandbox.Run(ctx, opts) }()
@@ -117,6 +123,22 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 			t.Fatalf("the manager did not take the leader Lease within 30s (last error %v, lease %+v)", err, lease.Spec)
 		}
 		time.Sleep(200 * time.Millisecond)
+	}
+
+	// The demo claims on the simulated Proxmox reach Ready.
+	for _, name := range []string{"demo-1", "demo-2"} {
+		mc := &hypervisorv1alpha1.MachineClaim{}
+		deadline := time.Now().Add(90 * time.Second)
+		for {
+			err := c.Get(ctx, types.NamespacedName{Namespace: "sandbox", Name: name}, mc)
+			if err == nil && mc.Status.Phase == hypervisorv1alpha1.MachineReady {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("demo claim %s not Ready within 90s: %v %+v", name, err, mc.Status)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	}
 
 	cancel()

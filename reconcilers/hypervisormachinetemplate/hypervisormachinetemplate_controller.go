@@ -103,6 +103,9 @@ func (r *Reconciler) check(ctx context.Context, t *hypervisorv1alpha1.Hypervisor
 	}
 	if !conditions.IsReady(cluster, cluster.Generation) {
 		_, why := conditions.ReadyMessage(cluster)
+		if why == "" {
+			why = "its first check has not finished"
+		}
 		return conditions.Summary{State: conditions.Waiting, Reason: meta.DependencyNotReadyReason,
 			Message: fmt.Sprintf("HypervisorCluster %s is not Ready: %s", key.Name, why)}, 0
 	}

@@ -142,7 +142,7 @@ func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.Key
 		if v, ok := cm.Data[ref.Key]; ok && v != "" {
 			return []byte(v), nil
 		}
-		return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s has no key %q (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
+		return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s has no key %q, or it is empty (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
 	}
 	secret, err := r.secret(ctx, namespace, ref.Name, "spec.tls.caBundleRef")
 	if err != nil {
@@ -151,7 +151,7 @@ func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.Key
 	if v := secret.Data[ref.Key]; len(v) > 0 {
 		return v, nil
 	}
-	return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("Secret %s/%s has no key %q (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
+	return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("Secret %s/%s has no key %q, or it is empty (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
 }
 
 // fingerprint hashes what a provider is built from. The hash never leaves

@@ -83,7 +83,7 @@ type CyberdeskStatus struct {
 // +kubebuilder:printcolumn:name="VM",type=string,JSONPath=`.status.virtualMachineRef.name`
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ipAddress`
 // +kubebuilder:printcolumn:name="Timeout-ms",type=integer,JSONPath=`.spec.timeoutMs`,priority=1
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiryTime`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiryTime`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type Cyberdesk struct {

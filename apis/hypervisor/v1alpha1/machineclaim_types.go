@@ -147,7 +147,7 @@ type MachineClaimStatus struct {
 // +kubebuilder:printcolumn:name="Machine",type=string,JSONPath=`.status.machineName`
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.addresses[0].address`
-// +kubebuilder:printcolumn:name="Expires",type=date,JSONPath=`.status.expiryTime`
+// +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiryTime`
 // +kubebuilder:printcolumn:name="Provider-ID",type=string,JSONPath=`.status.providerID`,priority=1
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
