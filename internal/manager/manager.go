@@ -59,6 +59,10 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		RenewDeadline:                 &o.RenewDeadline,
 		RetryPeriod:                   &o.RetryPeriod,
 	}
+	if o.SkipControllerNameValidation {
+		skip := true
+		mgrOpts.Controller.SkipNameValidation = &skip
+	}
 	if o.LeaderElect {
 		// controller-runtime names a candidate hostname_<uuid>; we want the Pod
 		// name so `kubectl get lease` tells which replica leads.

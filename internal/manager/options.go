@@ -40,6 +40,10 @@ type Options struct {
 	FinalizationTimeout time.Duration
 	// OrphanSweepInterval and OrphanGrace pace the orphan sweeper.
 	OrphanSweepInterval, OrphanGrace time.Duration
+
+	// SkipControllerNameValidation lets one process run several managers
+	// in turn (tests that crash and restart the operator).
+	SkipControllerNameValidation bool
 }
 
 // BindFlags registers the manager's flags on fs.

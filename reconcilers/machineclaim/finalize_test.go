@@ -1,0 +1,58 @@
+package machineclaim_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+)
+
+// An unreachable hypervisor cannot pin a deleted claim forever: after the
+// finalization deadline the claim goes, with a Warning event saying which VM
+// may be left; when Proxmox answers again the sweeper deletes that VM.
+func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T) {
+	l := newLab(t)
+	l.claim("stuck")
+	mc := l.waitPhase("stuck", hypervisorv1alpha1.MachineReady, time.Minute)
+	vmid := int(*mc.Status.VMID)
+
+	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `.*`, Action: proxmoxsim.FaultHTTPError, Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.c.Delete(context.Background(), mc); err != nil {
+		t.Fatal(err)
+	}
+	// The suite's manager runs with an 8 s finalization timeout.
+	testenv.Eventually(t, 40*time.Second, func() (bool, string) {
+		err := l.get(mc)
+		return apierrors.IsNotFound(err), fmt.Sprintf("claim still present (%v): %s", err, describe(mc.Status.Phase, mc.Status.Conditions))
+	})
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		var evs eventsv1.EventList
+		if err := l.c.List(context.Background(), &evs, inNamespace(l.ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range evs.Items {
+			if e.Reason == "FinalizerDeadlineExceeded" && e.Type == "Warning" && e.Regarding.Name == "stuck" {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no FinalizerDeadlineExceeded event among %d events", len(evs.Items))
+	})
+	if _, ok := l.sim.VM(vmid); !ok {
+		t.Fatal("the VM vanished while Proxmox was failing every request")
+	}
+
+	l.sim.ClearFaults()
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		_, ok := l.sim.VM(vmid)
+		return !ok, fmt.Sprintf("VM %d still exists after Proxmox recovered", vmid)
+	})
+}
