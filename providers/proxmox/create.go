@@ -113,13 +113,9 @@ func provisioning(spec providers.MachineSpec, progress string) providers.Machine
 // clone resolves the template, picks a node with a free clone slot and starts
 // the clone. The description carries the owner from the first instant.
 func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
-	cl, err := p.client.Cluster(ctx)
+	rs, err := p.resources(ctx)
 	if err != nil {
-		return providers.Machine{}, classify("reading the Proxmox cluster", err)
-	}
-	rs, err := cl.Resources(ctx)
-	if err != nil {
-		return providers.Machine{}, classify("listing Proxmox resources", err)
+		return providers.Machine{}, err
 	}
 	src, err := resolveTemplate(rs, spec.Proxmox)
 	if err != nil {

@@ -103,13 +103,9 @@ func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (provi
 // List returns the VMs HyperFleet owns: tagged, or (mid-clone, before tags)
 // named hf-* with our owner line in the description.
 func (p *Provider) List(ctx context.Context) ([]providers.Machine, error) {
-	cl, err := p.client.Cluster(ctx)
+	rs, err := p.resources(ctx, "vm")
 	if err != nil {
-		return nil, classify("reading the Proxmox cluster", err)
-	}
-	rs, err := cl.Resources(ctx, "vm")
-	if err != nil {
-		return nil, classify("listing Proxmox VMs", err)
+		return nil, err
 	}
 	var out []providers.Machine
 	for _, r := range rs {
@@ -170,13 +166,9 @@ func (p *Provider) load(ctx context.Context, node string, vmid int) (*proxmox.Vi
 
 // nodeOf finds the node holding vmid through cluster/resources.
 func (p *Provider) nodeOf(ctx context.Context, vmid int) (string, error) {
-	cl, err := p.client.Cluster(ctx)
+	rs, err := p.resources(ctx, "vm")
 	if err != nil {
-		return "", classify("reading the Proxmox cluster", err)
-	}
-	rs, err := cl.Resources(ctx, "vm")
-	if err != nil {
-		return "", classify("listing Proxmox VMs", err)
+		return "", err
 	}
 	for _, r := range rs {
 		if r != nil && int(r.VMID) == vmid { //nolint:gosec // VMIDs fit int
@@ -251,13 +243,9 @@ func (p *Provider) CheckTemplate(ctx context.Context, spec providers.MachineSpec
 	if spec.Proxmox == nil {
 		return "", providers.Permanent("InvalidSpec", "the template has no spec.proxmox section", nil)
 	}
-	cl, err := p.client.Cluster(ctx)
+	rs, err := p.resources(ctx, "vm")
 	if err != nil {
-		return "", classify("reading the Proxmox cluster", err)
-	}
-	rs, err := cl.Resources(ctx, "vm")
-	if err != nil {
-		return "", classify("listing Proxmox VMs", err)
+		return "", err
 	}
 	src, err := resolveTemplate(rs, spec.Proxmox)
 	if err != nil {
@@ -275,4 +263,17 @@ func markBusy(m *providers.Machine, kind string) {
 	}
 	m.State = providers.PowerProvisioning
 	m.Progress = strings.ToLower(kind) + " in progress"
+}
+
+// resources lists cluster/resources, optionally of one type ("vm", "node", "storage").
+func (p *Provider) resources(ctx context.Context, filters ...string) (proxmox.ClusterResources, error) {
+	cl, err := p.client.Cluster(ctx)
+	if err != nil {
+		return nil, classify("reading the Proxmox cluster", err)
+	}
+	rs, err := cl.Resources(ctx, filters...)
+	if err != nil {
+		return nil, classify("listing Proxmox resources", err)
+	}
+	return rs, nil
 }
