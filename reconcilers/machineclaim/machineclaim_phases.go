@@ -58,6 +58,9 @@ func (r *Reconciler) reconcilePhases(ctx context.Context, s *scope) (ctrl.Result
 		}
 	}
 	if c.Status.StartTime == nil {
+		if res, wait, err := r.ensureAddress(ctx, s); wait || err != nil {
+			return res, err
+		}
 		return r.provision(ctx, s)
 	}
 	m, err := s.provider.Observe(ctx, machineRef(c))
@@ -120,11 +123,49 @@ func (r *Reconciler) assignReference(ctx context.Context, s *scope) error {
 	return conditions.PatchStatus(ctx, r.Client, before, c)
 }
 
+// ensureAddress gives a claim on a static-addressed template its address,
+// recorded in status before the machine is created, and resolves the rare
+// double assignment of two claims that chose at the same moment.
+func (r *Reconciler) ensureAddress(ctx context.Context, s *scope) (ctrl.Result, bool, error) {
+	c := s.claim
+	pool := staticPool(s.template)
+	if len(pool) == 0 {
+		return ctrl.Result{}, false, nil
+	}
+	if c.Status.AssignedAddress != "" && c.Status.ProviderID == "" {
+		conflict, err := r.addressConflict(ctx, c)
+		if err != nil {
+			return ctrl.Result{}, true, err
+		}
+		if conflict {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "AddressTaken", "Provision",
+				"Address %s was also chosen by an older claim; choosing again", c.Status.AssignedAddress)
+			c.Status.AssignedAddress = ""
+		}
+	}
+	if c.Status.AssignedAddress != "" {
+		return ctrl.Result{}, false, nil
+	}
+	before := c.DeepCopy()
+	if err := r.assignAddress(ctx, c, pool); err != nil {
+		s.outcome = pending(conditions.Waiting, "AddressPoolExhausted", err.Error())
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, true, nil
+	}
+	s.outcome = provisioning("took static address " + c.Status.AssignedAddress)
+	r.setStatus(s)
+	if err := conditions.PatchStatus(ctx, r.Client, before, c); err != nil {
+		return ctrl.Result{}, true, err
+	}
+	// Look again once the write is visible, so a concurrent chooser is seen.
+	return ctrl.Result{RequeueAfter: time.Second}, true, nil
+}
+
 // provision moves the machine one step on through the provider's Create.
 func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.claim
 	spec := hypervisors.MachineSpec(s.template, c)
 	spec.Ref, spec.Owner = machineRef(c), owner(c)
+	spec.Network.IPv4CIDR = c.Status.AssignedAddress
 	if ref := c.Spec.UserDataSecretRef; ref != nil {
 		data, err := r.userData(ctx, c.Namespace, ref)
 		if err != nil {

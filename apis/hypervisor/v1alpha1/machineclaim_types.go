@@ -117,6 +117,11 @@ type MachineClaimStatus struct {
 	// Node the machine runs on.
 	// +optional
 	Node string `json:"node,omitempty"`
+	// AssignedAddress is the static IPv4 address (CIDR) taken from the
+	// template's spec.network.ipv4.addresses, recorded before the machine
+	// is created; empty with DHCP.
+	// +optional
+	AssignedAddress string `json:"assignedAddress,omitempty"`
 	// Addresses reported by the guest.
 	// +listType=atomic
 	// +optional
