@@ -45,6 +45,14 @@ type Sweeper struct {
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time
+	// deleting holds orphans whose deletion was started but not yet seen
+	// finished; they are counted once they are gone from the hypervisor.
+	deleting map[string]deletion
+}
+
+type deletion struct {
+	cluster *hypervisorv1alpha1.HypervisorCluster
+	machine providers.Machine
 }
 
 // NeedLeaderElection: only the leader deletes.
@@ -102,6 +110,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	deleted := 0
 	var errs []error
 	orphans := map[string]int{}
+	listed := map[string]bool{}
 	for i := range clusters.Items {
 		cluster := &clusters.Items[i]
 		p, err := s.Hypervisors.For(ctx, cluster)
@@ -113,6 +122,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			errs = append(errs, err)
 			continue
 		}
+		listed[cluster.Namespace+"/"+cluster.Name] = true
 		for _, m := range machines {
 			if m.Owner.UID == "" || live[m.Owner.UID] {
 				continue
@@ -129,10 +139,15 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 			switch {
 			case err == nil:
 				deleted++
-				orphansDeleted.WithLabelValues(string(cluster.Spec.Provider)).Inc()
-				s.Recorder.Eventf(cluster, nil, corev1.EventTypeNormal, "OrphanDeleted", "Sweep",
-					"Deleted machine %s (%s): its MachineClaim (UID %s) no longer exists", m.Ref.Name, m.ProviderID, m.Owner.UID)
+				s.counted(cluster, m)
+				delete(seen, key)
 			case errors.Is(err, providers.ErrInProgress):
+				s.mu.Lock()
+				if s.deleting == nil {
+					s.deleting = map[string]deletion{}
+				}
+				s.deleting[key] = deletion{cluster: cluster, machine: m}
+				s.mu.Unlock()
 			default:
 				errs = append(errs, err)
 			}
@@ -141,8 +156,29 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	for _, prov := range []hypervisorv1alpha1.ProviderType{hypervisorv1alpha1.ProviderProxmox, hypervisorv1alpha1.ProviderKubeVirt} {
 		orphansFound.WithLabelValues(string(prov)).Set(float64(orphans[string(prov)]))
 	}
+	// Deletions started earlier that no longer show in a listing are done.
+	s.mu.Lock()
+	var finished []deletion
+	for key, d := range s.deleting {
+		if !seen[key] && listed[d.cluster.Namespace+"/"+d.cluster.Name] {
+			finished = append(finished, d)
+			delete(s.deleting, key)
+		}
+	}
+	s.mu.Unlock()
+	for _, d := range finished {
+		deleted++
+		s.counted(d.cluster, d.machine)
+	}
 	s.forgetExcept(seen)
 	return deleted, errors.Join(errs...)
+}
+
+// counted records one orphan deleted: the metric and an event on its cluster.
+func (s *Sweeper) counted(cluster *hypervisorv1alpha1.HypervisorCluster, m providers.Machine) {
+	orphansDeleted.WithLabelValues(string(cluster.Spec.Provider)).Inc()
+	s.Recorder.Eventf(cluster, nil, corev1.EventTypeNormal, "OrphanDeleted", "Sweep",
+		"Deleted machine %s (%s): its MachineClaim (UID %s) no longer exists", m.Ref.Name, m.ProviderID, m.Owner.UID)
 }
 
 func (s *Sweeper) remember(key string, now time.Time) time.Time {
