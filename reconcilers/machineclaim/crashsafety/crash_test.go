@@ -159,18 +159,25 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 
 	final := startInstance(t)
 	defer final.kill()
-	testenv.Eventually(t, 2*time.Minute, func() (bool, string) {
+	testenv.Eventually(t, 4*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
 		}
 		ready := 0
+		var stuck []string
 		for _, mc := range list.Items {
 			if mc.Status.Phase == hypervisorv1alpha1.MachineReady {
 				ready++
+				continue
 			}
+			var why []string
+			for _, c := range mc.Status.Conditions {
+				why = append(why, fmt.Sprintf("%s=%s %s: %s", c.Type, c.Status, c.Reason, c.Message))
+			}
+			stuck = append(stuck, fmt.Sprintf("%s (VMID %v, phase %q): %s", mc.Name, ptr(mc.Status.VMID), mc.Status.Phase, strings.Join(why, "; ")))
 		}
-		return ready == claims, fmt.Sprintf("%d of %d Ready", ready, claims)
+		return ready == claims, fmt.Sprintf("%d of %d Ready; not Ready: %s", ready, claims, strings.Join(stuck, " | "))
 	})
 
 	var list hypervisorv1alpha1.MachineClaimList
@@ -208,4 +215,11 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 	if len(perOwner) != claims || others != 0 {
 		t.Errorf("%d owners and %d unowned VMs for %d claims", len(perOwner), others, claims)
 	}
+}
+
+func ptr(p *int32) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
 }
