@@ -63,3 +63,8 @@ run: ## Run the manager against the current kubeconfig.
 .PHONY: help
 help: ## This help.
 	@awk 'BEGIN {FS = ":.*##"} /^[a-zA-Z_-]+:.*?##/ { printf "  %-14s %s\n", $$1, $$2 } /^##@/ { printf "\n%s\n", substr($$0, 5) }' $(MAKEFILE_LIST)
+
+##@ Benchmark
+.PHONY: bench
+bench: controlplane ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes).
+	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/bench/

@@ -82,14 +82,28 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		p.watch(spec.Ref.VMID, "Resize", task)
 		m.Progress = "growing disk"
 	case !slices.Contains(tags, startedTag):
-		// Tag before starting: a VM found stopped with this tag shut itself
-		// down, and must never be started a second time.
+		// Tag before starting, so List and Observe know the VM was started;
+		// whether a stopped VM shut itself down is decided by the reconciler,
+		// from having seen it run.
 		if err := vm.ConfigSync(ctx, proxmox.VirtualMachineOption{Name: "tags", Value: joinTags(append(tags, startedTag))}); err != nil {
 			return m, classify(fmt.Sprintf("tagging VM %d started", spec.Ref.VMID), err)
 		}
 		task, err := vm.Start(ctx)
 		if err != nil {
 			return m, classify(fmt.Sprintf("starting VM %d", spec.Ref.VMID), err)
+		}
+		p.watch(spec.Ref.VMID, "Start", task)
+		m.Provisioned = true
+		markBusy(&m, "Start")
+	case vm.Status == "stopped":
+		// Tagged started yet stopped, and the caller still calls Create: it
+		// has never seen this VM run (it switches to Observe once it has), so
+		// a start was interrupted — by an operator restart or failover right
+		// after the call. Start it again; a VM seen running and then stopped
+		// is the reconciler's to retire, never restarted.
+		task, err := vm.Start(ctx)
+		if err != nil {
+			return m, classify(fmt.Sprintf("starting VM %d again", spec.Ref.VMID), err)
 		}
 		p.watch(spec.Ref.VMID, "Start", task)
 		m.Provisioned = true
@@ -113,7 +127,7 @@ func provisioning(spec providers.MachineSpec, progress string) providers.Machine
 // clone resolves the template, picks a node with a free clone slot and starts
 // the clone. The description carries the owner from the first instant.
 func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
-	rs, err := p.resources(ctx)
+	rs, err := p.placementResources(ctx)
 	if err != nil {
 		return providers.Machine{}, err
 	}
@@ -198,7 +212,7 @@ func resolveTemplate(rs proxmox.ClusterResources, src *providers.ProxmoxSpec) (*
 	return found[0], nil
 }
 
-// place picks the target node: the template's node for a linked clone on
+// place picks the target node: the template's node when the template sits on
 // non-shared storage (Proxmox allows no other), else the allowed online node
 // with a free clone slot and the most free memory. It returns the node and
 // the storage key admission counts.
@@ -211,7 +225,9 @@ func (p *Provider) place(rs proxmox.ClusterResources, src *proxmox.ClusterResour
 	if !spec.FullClone || slotStorage == "" {
 		slotStorage = "template-" + src.Node
 	}
-	linkedLocal := !spec.FullClone && !sharedStorageOf(rs, src)
+	// Proxmox clones to another node only from shared storage, full clone or
+	// linked ("can't clone VM to node … (VM uses local storage)").
+	linkedLocal := !sharedStorageOf(rs, src)
 	type candidate struct {
 		name string
 		free int64
@@ -232,7 +248,7 @@ func (p *Provider) place(rs proxmox.ClusterResources, src *proxmox.ClusterResour
 	if len(cands) == 0 {
 		if linkedLocal {
 			return "", "", providers.Transient("NoNodeAvailable", 30*time.Second,
-				fmt.Errorf("a linked clone must run on the template's node %s, which is offline or not in the allowed nodes", src.Node))
+				fmt.Errorf("the template is on local storage, so clones must run on its node %s, which is offline or not in the allowed nodes", src.Node))
 		}
 		return "", "", providers.Transient("NoNodeAvailable", 30*time.Second, fmt.Errorf("no allowed Proxmox node is online (allowed: %v)", allowed))
 	}

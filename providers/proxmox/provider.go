@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -24,6 +25,10 @@ type Provider struct {
 	// by VMID: a clone holds an admission slot until its task ends.
 	mu    sync.Mutex
 	tasks map[int]*watchedTask
+
+	cacheMu  sync.Mutex
+	cached   proxmox.ClusterResources
+	cachedAt time.Time
 }
 
 type watchedTask struct {
@@ -164,8 +169,16 @@ func (p *Provider) load(ctx context.Context, node string, vmid int) (*proxmox.Vi
 	return vm, nil
 }
 
-// nodeOf finds the node holding vmid through cluster/resources.
+// nodeOf finds the node holding vmid through cluster/resources, after a
+// cheap check that the VMID is in use at all.
 func (p *Provider) nodeOf(ctx context.Context, vmid int) (string, error) {
+	free, err := p.vmidFree(ctx, vmid)
+	if err != nil {
+		return "", err
+	}
+	if free {
+		return "", fmt.Errorf("VM %d: %w", vmid, providers.ErrNotFound)
+	}
 	rs, err := p.resources(ctx, "vm")
 	if err != nil {
 		return "", err
@@ -265,15 +278,53 @@ func markBusy(m *providers.Machine, kind string) {
 	m.Progress = strings.ToLower(kind) + " in progress"
 }
 
-// resources lists cluster/resources, optionally of one type ("vm", "node", "storage").
-func (p *Provider) resources(ctx context.Context, filters ...string) (proxmox.ClusterResources, error) {
-	cl, err := p.client.Cluster(ctx)
-	if err != nil {
-		return nil, classify("reading the Proxmox cluster", err)
+// resources lists cluster/resources, optionally of one type ("vm", "node",
+// "storage"). It asks for the listing directly: go-proxmox's Cluster() would
+// first fetch /cluster/status, doubling the requests of every lookup.
+func (p *Provider) resources(ctx context.Context, filter ...string) (proxmox.ClusterResources, error) {
+	path := "/cluster/resources"
+	if len(filter) > 0 && filter[0] != "" {
+		path += "?" + url.Values{"type": {filter[0]}}.Encode()
 	}
-	rs, err := cl.Resources(ctx, filters...)
-	if err != nil {
+	var rs proxmox.ClusterResources
+	if err := p.client.Get(ctx, path, &rs); err != nil {
 		return nil, classify("listing Proxmox resources", err)
 	}
 	return rs, nil
+}
+
+// placementResources returns the whole cluster/resources listing, reused for
+// up to placementCacheTTL: a burst of queued claims retries placement every
+// few seconds, and listing every VM for each retry grows as claims × VMs.
+// It only feeds template resolution and node choice, never a decision that a
+// VM does not exist, so a listing a moment old cannot lead to a twin.
+func (p *Provider) placementResources(ctx context.Context) (proxmox.ClusterResources, error) {
+	p.cacheMu.Lock()
+	defer p.cacheMu.Unlock()
+	if p.cached != nil && time.Since(p.cachedAt) < placementCacheTTL {
+		return p.cached, nil
+	}
+	rs, err := p.resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	p.cached, p.cachedAt = rs, time.Now()
+	return rs, nil
+}
+
+// placementCacheTTL bounds how old a listing used for placement may be.
+const placementCacheTTL = 2 * time.Second
+
+// vmidFree asks /cluster/nextid?vmid=N, which answers without listing every
+// VM, whether the VMID is unused.
+func (p *Provider) vmidFree(ctx context.Context, vmid int) (bool, error) {
+	var id any
+	err := p.client.Get(ctx, fmt.Sprintf("/cluster/nextid?vmid=%d", vmid), &id)
+	switch {
+	case err == nil:
+		return true, nil
+	case strings.Contains(err.Error(), "already exists"):
+		return false, nil
+	}
+	return false, classify(fmt.Sprintf("checking whether VMID %d is free", vmid), err)
 }

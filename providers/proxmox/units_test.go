@@ -114,14 +114,21 @@ func TestPlacement(t *testing.T) {
 	if err != nil || node != "pve1" {
 		t.Errorf("linked clone placed on %q (%v), want the template's node pve1", node, err)
 	}
-	// A full clone goes where memory is freest: pve2 (56 GiB free) over pve1 (4 GiB); pve3 is offline.
+	// A full clone from local storage must stay on the template's node too.
 	node, _, err = p.place(rs, src, &providers.ProxmoxSpec{FullClone: true}, "local-lvm", 0)
-	if err != nil || node != "pve2" {
-		t.Errorf("full clone placed on %q (%v), want pve2", node, err)
+	if err != nil || node != "pve1" {
+		t.Errorf("full clone from local storage placed on %q (%v), want pve1", node, err)
 	}
-	// With pve2's clone slot taken, the next full clone goes to pve1.
-	p.admission.tryAcquire(500, "pve2", "local-lvm")
-	node, _, _ = p.place(rs, src, &providers.ProxmoxSpec{FullClone: true}, "local-lvm", 0)
+	// From shared storage, a clone goes where memory is freest: pve2 (56 GiB
+	// free) over pve1 (4 GiB); pve3 is offline.
+	rs = append(rs, &proxmox.ClusterResource{Type: "storage", Node: "pve1", Storage: "ceph", Content: "images", Shared: 1})
+	node, _, err = p.place(rs, src, &providers.ProxmoxSpec{FullClone: true}, "ceph", 0)
+	if err != nil || node != "pve2" {
+		t.Errorf("clone from shared storage placed on %q (%v), want pve2", node, err)
+	}
+	// With pve2's clone slot taken, the next one goes to pve1.
+	p.admission.tryAcquire(500, "pve2", "ceph")
+	node, _, _ = p.place(rs, src, &providers.ProxmoxSpec{FullClone: true}, "ceph", 0)
 	if node != "pve1" {
 		t.Errorf("with pve2 busy, placed on %q, want pve1", node)
 	}

@@ -1,0 +1,570 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"io"
+	"log"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+)
+
+// The simulated cluster and the limits the operator is given for it.
+const (
+	templateVMID = 9000
+	// nodes is how many Proxmox nodes the simulator has.
+	nodes = 2
+	// sharedStorage holds the template and receives the full clones. It is
+	// shared (Ceph RBD) because Proxmox clones to another node only from and
+	// to shared storage ("can't clone VM to node … (VM uses local storage)",
+	// "can't clone to non-shared storage"), and the simulator refuses the
+	// same; with the template on local-lvm every clone would have to stay on
+	// the template's node.
+	sharedStorage = "ceph"
+	// clonesPerNode is the cluster's maxConcurrentClonesPerNode.
+	clonesPerNode = 4
+	// clonesPerStorage is the cluster's maxConcurrentClonesPerStorage. A
+	// shared storage is one pool (and one lock) for the whole cluster, so it
+	// caps all clones together: 8 = nodes × clonesPerNode, so neither limit
+	// hides the other.
+	clonesPerStorage = 8
+	// storageLockLimit is the simulator's StorageLockLimit: how many clones
+	// may hold the storage's lock before Proxmox's lock timeout fails the
+	// excess. It equals clonesPerStorage so that the operator's admission,
+	// not the simulator, is what queues a burst; with the simulator's default
+	// of 3 an operator allowed 8 clones would see clones fail.
+	storageLockLimit = clonesPerStorage
+	// templateDiskGiB and claimDiskGiB make every claim grow its disk, as
+	// most real templates (small cloud images) need.
+	templateDiskGiB = 10
+	claimDiskGiB    = 20
+	// configSteps is how many synchronous config updates (PUT …/config,
+	// Latencies.Config each) one claim needs: size, network and cloud-init;
+	// the ownership tags; the "started" tag before power-on (see
+	// providers/proxmox.Provider.Create).
+	configSteps = 3
+	// creators is how many goroutines create the claims.
+	creators = 8
+)
+
+// pollEvery paces the benchmark's own reads of n claims: often enough for
+// the wall time (to within 1%), seldom enough that listing them — 5 MB of
+// JSON for 1000 claims, decoded from etcd and encoded by the API server on
+// the same two cores — does not load the control plane the operator is
+// measured against.
+func pollEvery(n int) time.Duration {
+	return max(500*time.Millisecond, time.Duration(n)*5*time.Millisecond)
+}
+
+// BenchmarkClaimsToReady creates N MachineClaims at once and measures how
+// long they take to become Ready, and what they cost the API server and
+// Proxmox. Run it once per size (`make bench`); the 1000-claim run takes
+// longer than go test's default 10-minute timeout:
+//
+//	go test -run '^$' -bench . -benchtime 1x -timeout 90m ./internal/bench/
+//
+// One size alone: -bench '/claims=100$' (a pattern without the slash is
+// matched against the top-level name and selects nothing).
+func BenchmarkClaimsToReady(b *testing.B) {
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("claims=%d", n), func(b *testing.B) {
+			for range b.N {
+				claimsToReady(b, n)
+			}
+		})
+	}
+}
+
+// readyTimeout bounds the wait for all n claims: generous, since only
+// errors fail the benchmark, never slowness. Each claim's
+// spec.provisioningTimeout is set to it too: the default of 15 minutes would
+// have the operator fail claims of a slow run (as it does at 1000 claims as
+// of this writing), turning a measurement into an error.
+func readyTimeout(n int) time.Duration {
+	return 5*time.Minute + time.Duration(n)*2400*time.Millisecond
+}
+
+func claimsToReady(b *testing.B, n int) {
+	b.StopTimer()
+	l := newLab(b)
+	defer l.teardown(n)
+	l.waitReady(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}})
+	l.waitReady(&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}})
+
+	apiRequests.reset()
+	l.sim.ResetStats()
+	start := time.Now()
+	b.StartTimer()
+	l.createClaims(n, readyTimeout(n))
+	created := time.Since(start)
+	claims := l.waitAllReady(n, readyTimeout(n), start)
+	wall := time.Since(start)
+	b.StopTimer()
+	requests := apiRequests.snapshot()
+	pveRequests := l.sim.Stats()
+
+	l.report(n, claims, wall, created, requests, pveRequests, start)
+}
+
+// lab is one benchmark run's Proxmox: a simulator, its cluster and template.
+type lab struct {
+	b   *testing.B
+	ns  string
+	sim *proxmoxsim.Server
+	lat proxmoxsim.Latencies
+	c   client.Client
+}
+
+func newLab(b *testing.B) *lab {
+	b.Helper()
+	lat := proxmoxsim.Realistic()
+	sim := proxmoxsim.New(proxmoxsim.Options{
+		// Room for 1000 running 1-GiB VMs, so placement by free memory
+		// spreads them instead of finding both nodes full.
+		Nodes: []proxmoxsim.Node{
+			{Name: "pve1", CPUs: 128, Memory: 1 << 40},
+			{Name: "pve2", CPUs: 128, Memory: 1 << 40},
+		},
+		Storages: []proxmoxsim.Storage{
+			{Name: "local", Type: "dir", Content: []string{"iso", "vztmpl", "snippets", "backup"}},
+			{Name: "local-lvm", Type: "lvmthin", Content: []string{"images", "rootdir"}},
+			{Name: sharedStorage, Type: "rbd", Content: []string{"images", "rootdir"}, Shared: true, Capacity: 64 << 40},
+		},
+		Latencies:        lat,
+		StorageLockLimit: storageLockLimit,
+		ErrorLog:         log.New(io.Discard, "", 0),
+	})
+	if err := sim.Start(); err != nil {
+		b.Fatal(err)
+	}
+	// teardown closes it too; this covers a failure before teardown is due.
+	b.Cleanup(sim.Close)
+	sim.AddTemplate("pve1", templateVMID, "ubuntu-24.04", map[string]string{
+		"scsi0": fmt.Sprintf("%s:base-%d-disk-0,size=%dG", sharedStorage, templateVMID, templateDiskGiB),
+		"ide2":  fmt.Sprintf("%s:vm-%d-cloudinit,media=cdrom", sharedStorage, templateVMID),
+		"net0":  "virtio=BC:24:11:00:00:01,bridge=vmbr0", "cores": "1", "memory": "1024", "boot": "order=scsi0;ide2;net0",
+	})
+	l := &lab{b: b, ns: testenv.Namespace(b), sim: sim, lat: lat, c: testenv.Client()}
+
+	tokenID, secret := sim.APIToken()
+	l.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret},
+	})
+	l.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "pve-ca", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"ca.crt": sim.CACertPEM()},
+	})
+	// Everything not set here (health-check interval, task timeout) keeps
+	// its production default.
+	l.create(&hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "pve"},
+		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider:       hypervisorv1alpha1.ProviderProxmox,
+			Endpoint:       sim.URL(),
+			CredentialsRef: &meta.LocalObjectReference{Name: "pve-token"},
+			TLS:            &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "pve-ca", Key: "ca.crt"}},
+			Proxmox: &hypervisorv1alpha1.ProxmoxClusterSpec{
+				DefaultBridge:                 "vmbr0",
+				MaxConcurrentClonesPerNode:    clonesPerNode,
+				MaxConcurrentClonesPerStorage: clonesPerStorage,
+			},
+		},
+	})
+	vmid := int32(templateVMID)
+	disk := resource.MustParse(fmt.Sprintf("%dGi", claimDiskGiB))
+	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "pve"},
+			Resources:  &hypervisorv1alpha1.MachineResources{CPUCores: 2, DiskSize: &disk},
+			// A full clone onto shared storage may go to either node: placement
+			// picks the node with a free clone slot and the most free memory.
+			Placement: &hypervisorv1alpha1.Placement{Storage: sharedStorage},
+			CloudInit: &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu", SSHAuthorizedKeys: []string{
+				"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPklYEYOAAQ5wdG7Ld42DyDAYdrfAmV+qaWeMTrHZYce ops@example.com"}},
+			Proxmox: &hypervisorv1alpha1.ProxmoxTemplateSpec{
+				Source:    hypervisorv1alpha1.ProxmoxSource{VMID: &vmid},
+				CloneMode: hypervisorv1alpha1.CloneFull,
+			},
+		},
+	})
+	return l
+}
+
+func (l *lab) create(obj client.Object) {
+	l.b.Helper()
+	obj.SetNamespace(l.ns)
+	if err := l.c.Create(context.Background(), obj); err != nil {
+		l.b.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+// waitReady waits for obj's Ready condition to be True.
+func (l *lab) waitReady(obj interface {
+	client.Object
+	meta.ConditionsAccessor
+}) {
+	l.b.Helper()
+	testenv.Eventually(l.b, time.Minute, func() (bool, string) {
+		if err := l.c.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: obj.GetName()}, obj); err != nil {
+			return false, err.Error()
+		}
+		return apimeta.IsStatusConditionTrue(obj.GetConditions(), meta.ReadyCondition),
+			fmt.Sprintf("%T %s: %s", obj, obj.GetName(), describe("", obj.GetConditions()))
+	})
+}
+
+// createClaims creates n claims from a few goroutines, as fast as the API
+// server takes them.
+func (l *lab) createClaims(n int, provisioningTimeout time.Duration) {
+	l.b.Helper()
+	names := make(chan string, n)
+	for i := range n {
+		names <- fmt.Sprintf("claim-%04d", i)
+	}
+	close(names)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []string
+	)
+	for range creators {
+		wg.Go(func() {
+			for name := range names {
+				mc := &hypervisorv1alpha1.MachineClaim{
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns},
+					Spec: hypervisorv1alpha1.MachineClaimSpec{
+						TemplateRef:         meta.LocalObjectReference{Name: "ubuntu"},
+						ProvisioningTimeout: &metav1.Duration{Duration: provisioningTimeout},
+					},
+				}
+				if err := l.c.Create(context.Background(), mc); err != nil {
+					mu.Lock()
+					errs = append(errs, fmt.Sprintf("%s: %v", name, err))
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		l.b.Fatalf("creating %d of %d claims failed: %s", len(errs), n, strings.Join(errs[:min(len(errs), 10)], "; "))
+	}
+}
+
+// waitAllReady polls the claims until all n are Ready, and fails at once
+// when one has failed for good (phase Failed or Stalled=True), naming it.
+func (l *lab) waitAllReady(n int, timeout time.Duration, start time.Time) []hypervisorv1alpha1.MachineClaim {
+	l.b.Helper()
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollEvery(n))
+	defer tick.Stop()
+	for {
+		var last string
+		var list hypervisorv1alpha1.MachineClaimList
+		if err := l.c.List(context.Background(), &list, client.InNamespace(l.ns)); err != nil {
+			last = "listing the claims: " + err.Error()
+		} else {
+			var ready int
+			var failed, pending []*hypervisorv1alpha1.MachineClaim
+			for i := range list.Items {
+				mc := &list.Items[i]
+				switch {
+				case mc.Status.Phase == hypervisorv1alpha1.MachineReady && mc.Status.ReadyTime != nil:
+					ready++
+				case mc.Status.Phase == hypervisorv1alpha1.MachineFailed,
+					apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition):
+					failed = append(failed, mc)
+				default:
+					pending = append(pending, mc)
+				}
+			}
+			if len(failed) > 0 {
+				l.b.Fatalf("%d of %d claims failed (%d Ready after %s):\n%s%s",
+					len(failed), n, ready, time.Since(start).Round(time.Second), claimsReport(failed), l.costSoFar(n))
+			}
+			if ready == n && len(list.Items) == n {
+				return list.Items
+			}
+			last = fmt.Sprintf("%d of %d claims Ready (%d listed); the others:\n%s", ready, n, len(list.Items), claimsReport(pending))
+		}
+		if time.Now().After(deadline) {
+			l.b.Fatalf("not all claims Ready within %s: %s%s", timeout, last, l.costSoFar(n))
+		}
+		<-tick.C
+	}
+}
+
+// costSoFar says what the claims have cost so far, for a run that fails.
+func (l *lab) costSoFar(n int) string {
+	api, pve := apiRequests.snapshot(), l.sim.Stats()
+	return fmt.Sprintf("  so far: API-server requests %.1f/claim %s; Proxmox API requests %.1f/claim %s\n",
+		float64(total(api))/float64(n), perClaim(byVerb(api), n, strings.Compare),
+		float64(total(pve))/float64(n), perClaim(pve, n, func(a, b proxmoxsim.Operation) int { return strings.Compare(string(a), string(b)) }))
+}
+
+// claimsReport counts claims by phase and Ready reason, and details the first few.
+func claimsReport(claims []*hypervisorv1alpha1.MachineClaim) string {
+	groups := map[string]int{}
+	for _, mc := range claims {
+		reason := "-"
+		if c := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition); c != nil {
+			reason = c.Reason
+		}
+		groups[fmt.Sprintf("phase %q reason %s", mc.Status.Phase, reason)]++
+	}
+	var out strings.Builder
+	for _, g := range sortedKeys(groups, strings.Compare) {
+		fmt.Fprintf(&out, "  %4d × %s\n", groups[g], g)
+	}
+	for _, mc := range claims[:min(len(claims), 10)] {
+		fmt.Fprintf(&out, "  %s (VMID %v, node %q): %s\n", mc.Name, ptrValue(mc.Status.VMID), mc.Status.Node, describe(mc.Status.Phase, mc.Status.Conditions))
+	}
+	return out.String()
+}
+
+func ptrValue[T any](p *T) any {
+	if p == nil {
+		return "none"
+	}
+	return *p
+}
+
+func describe(phase hypervisorv1alpha1.MachinePhase, conds []metav1.Condition) string {
+	var b strings.Builder
+	if phase != "" {
+		fmt.Fprintf(&b, "phase %s; ", phase)
+	}
+	for _, c := range conds {
+		fmt.Fprintf(&b, "%s=%s %s: %s; ", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+// serialIdeal is the simulator's own time for one claim with nothing to wait
+// for: the clone, the synchronous config updates, the disk resize (when the
+// claim's disk is bigger than the template's), the start task and the boot
+// until the guest agent reports an address:
+//
+//	Clone + configSteps × Config + Resize + Start + Boot
+//
+// It leaves out the per-request API latency and every wait of the operator's
+// own (polling a task, requeueing), which is what the measured time adds.
+func serialIdeal(lat proxmoxsim.Latencies) time.Duration {
+	d := lat.Clone + configSteps*lat.Config + lat.Start + lat.Boot
+	if claimDiskGiB > templateDiskGiB {
+		d += lat.Resize
+	}
+	return d
+}
+
+// cloneConcurrency is how many clones may run at once: the per-node limit
+// on every node, capped by the storage's (one pool for the whole cluster,
+// shared storage being one lock) and by the simulator's storage lock.
+func cloneConcurrency() int {
+	return min(nodes*clonesPerNode, clonesPerStorage, storageLockLimit)
+}
+
+// throughputIdeal is the fastest n claims can all be Ready when clones are
+// the bottleneck: ⌈n / cloneConcurrency⌉ back-to-back waves of clones, each
+// slot taken again the instant a clone ends, then the rest of the last
+// claim's serial work:
+//
+//	⌈n / cloneConcurrency⌉ × Clone + (serialIdeal − Clone)
+func throughputIdeal(lat proxmoxsim.Latencies, n int) time.Duration {
+	waves := (n + cloneConcurrency() - 1) / cloneConcurrency()
+	return time.Duration(waves)*lat.Clone + serialIdeal(lat) - lat.Clone
+}
+
+// report computes, logs and reports the run's figures.
+func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, created time.Duration,
+	requests map[requestKind]int, pveRequests map[proxmoxsim.Operation]int, start time.Time) {
+	b := l.b
+	// Claim → Ready from the claim's own status. Both timestamps are
+	// metav1.Time, which the API serializes with whole seconds (RFC 3339):
+	// both are truncated, so each latency, and each percentile, may be off by
+	// up to a second either way.
+	latencies := make([]float64, 0, len(claims))
+	perNode := map[string]int{}
+	for i := range claims {
+		mc := &claims[i]
+		latencies = append(latencies, mc.Status.ReadyTime.Sub(mc.CreationTimestamp.Time).Seconds())
+		perNode[mc.Status.Node]++
+	}
+	slices.Sort(latencies)
+	p50, p95, p99 := percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
+
+	serial := serialIdeal(l.lat)
+	throughput := throughputIdeal(l.lat, n)
+	// p50/serial: how many times the simulator's own work for one claim the
+	// median claim waited. 1 would be a claim served the instant it exists
+	// and polled with no delay; under a burst of n ≫ cloneConcurrency claims
+	// most of the excess is queueing for a clone slot, by design.
+	p50Ratio := p50 / serial.Seconds()
+	// wall/throughput: how close the operator comes to keeping every clone
+	// slot busy back to back. 1 is the bound; the excess is slot time lost
+	// between a clone's end and the operator noticing it (task polling,
+	// requeue delays) and any API-server or CPU contention.
+	wallRatio := wall.Seconds() / throughput.Seconds()
+
+	apiTotal := total(requests)
+	verbs := byVerb(requests)
+	pveTotal := total(pveRequests)
+
+	clones, maxClones, failedTasks := l.taskFigures(start)
+
+	// At most 9 lines: the testing package cuts a benchmark's log at 10.
+	b.Logf("setup: %d nodes, full clones onto shared storage %q, clone limits %d/node %d/storage, simulator storage lock limit %d → %d clones at once; "+
+		"simulator latencies: API %s, Clone %s, Config %s ×%d, Resize %s, Start %s, Boot %s",
+		nodes, sharedStorage, clonesPerNode, clonesPerStorage, storageLockLimit, cloneConcurrency(),
+		l.lat.API, l.lat.Clone, l.lat.Config, configSteps, l.lat.Resize, l.lat.Start, l.lat.Boot)
+	b.Logf("ideal: one claim %s (Clone+%d×Config+Resize+Start+Boot); %d claims %s (⌈%d/%d⌉×Clone + the rest of one claim)",
+		serial, configSteps, n, throughput, n, cloneConcurrency())
+	b.Logf("claims=%d: created in %s; all Ready after %s (wall, ±%s polling); claim→Ready p50 %.1fs p95 %.1fs p99 %.1fs min %.0fs max %.0fs (readyTime−creationTimestamp, whole seconds)",
+		n, created.Round(time.Millisecond), wall.Round(time.Millisecond), pollEvery(n), p50, p95, p99, latencies[0], latencies[len(latencies)-1])
+	b.Logf("claims=%d: p50/serial-ideal %.2f; wall/throughput-ideal %.2f; machines per node %v; clone tasks %d, at most %d at once; failed tasks %v",
+		n, p50Ratio, wallRatio, perNode, clones, maxClones, failedTasks)
+	b.Logf("claims=%d: API-server requests %d = %.1f/claim; by verb %s", n, apiTotal, float64(apiTotal)/float64(n), perClaim(verbs, n, strings.Compare))
+	b.Logf("claims=%d: API-server requests by verb and resource %s", n, perClaim(requests, n, func(a, b requestKind) int {
+		return cmp.Or(strings.Compare(a.verb, b.verb), strings.Compare(a.resource, b.resource))
+	}))
+	b.Logf("claims=%d: Proxmox API requests %d = %.1f/claim; by operation %s", n, pveTotal, float64(pveTotal)/float64(n),
+		perClaim(pveRequests, n, func(a, b proxmoxsim.Operation) int { return strings.Compare(string(a), string(b)) }))
+
+	b.ReportMetric(p50, "p50-s")
+	b.ReportMetric(p95, "p95-s")
+	b.ReportMetric(p99, "p99-s")
+	b.ReportMetric(wall.Seconds(), "wall-s")
+	b.ReportMetric(p50Ratio, "p50/serial-ideal")
+	b.ReportMetric(wallRatio, "wall/throughput-ideal")
+	b.ReportMetric(float64(apiTotal)/float64(n), "apiserver-req/claim")
+	for verb, c := range verbs {
+		if verb != "discovery" {
+			b.ReportMetric(float64(c)/float64(n), "apiserver-"+verb+"/claim")
+		}
+	}
+	b.ReportMetric(float64(pveTotal)/float64(n), "proxmox-req/claim")
+}
+
+// taskFigures reads the simulator's tasks since start: how many clones ran,
+// the most that ran at once, and the failed tasks by type.
+func (l *lab) taskFigures(start time.Time) (clones, maxConcurrent int, failed map[string]int) {
+	type edge struct {
+		at    time.Time
+		delta int
+	}
+	var edges []edge
+	failed = map[string]int{}
+	for _, t := range l.sim.Tasks() {
+		if t.Start.Before(start) {
+			continue
+		}
+		if !t.Running && t.ExitStatus != "OK" {
+			failed[t.Type]++
+		}
+		if t.Type != "qmclone" {
+			continue
+		}
+		clones++
+		edges = append(edges, edge{t.Start, 1})
+		if !t.Running {
+			edges = append(edges, edge{t.End, -1})
+		}
+	}
+	// Ends before starts at the same instant: a slot given back and taken
+	// again is not two clones at once.
+	sort.Slice(edges, func(i, j int) bool {
+		if !edges[i].at.Equal(edges[j].at) {
+			return edges[i].at.Before(edges[j].at)
+		}
+		return edges[i].delta < edges[j].delta
+	})
+	cur := 0
+	for _, e := range edges {
+		cur += e.delta
+		maxConcurrent = max(maxConcurrent, cur)
+	}
+	return clones, maxConcurrent, failed
+}
+
+// perClaim renders counts divided by n, largest first.
+func perClaim[K comparable](counts map[K]int, n int, less func(a, b K) int) string {
+	var out []string
+	for _, k := range sortedKeys(counts, less) {
+		out = append(out, fmt.Sprintf("%v=%.2f", k, float64(counts[k])/float64(n)))
+	}
+	return "[" + strings.Join(out, " ") + "]"
+}
+
+// percentile is the nearest-rank percentile of sorted values.
+func percentile(sorted []float64, p float64) float64 {
+	if len(sorted) == 0 {
+		return math.NaN()
+	}
+	rank := int(math.Ceil(p / 100 * float64(len(sorted))))
+	return sorted[min(max(rank, 1), len(sorted))-1]
+}
+
+// teardown deletes the claims and waits until their machines are gone, so
+// the next run does not inherit this one's load, then removes the cluster's
+// objects and stops the simulator. It reports rather than stops on a
+// timeout: it also runs after a failure.
+func (l *lab) teardown(n int) {
+	b := l.b
+	ctx := context.Background()
+	defer l.sim.Close()
+	if err := l.c.DeleteAllOf(ctx, &hypervisorv1alpha1.MachineClaim{}, client.InNamespace(l.ns)); err != nil {
+		b.Errorf("deleting the claims: %v", err)
+		return
+	}
+	timeout := 5*time.Minute + time.Duration(n)*600*time.Millisecond
+	deadline := time.Now().Add(timeout)
+	tick := time.NewTicker(pollEvery(n))
+	defer tick.Stop()
+	for {
+		vms := 0
+		for _, vm := range l.sim.VMs() {
+			if !vm.Template {
+				vms++
+			}
+		}
+		var list hypervisorv1alpha1.MachineClaimList
+		err := l.c.List(ctx, &list, client.InNamespace(l.ns))
+		if vms == 0 && err == nil && len(list.Items) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Errorf("teardown: within %s, %d VMs and %d claims (%v) are left", timeout, vms, len(list.Items), err)
+			return
+		}
+		<-tick.C
+	}
+	for _, obj := range []client.Object{
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", Namespace: l.ns}},
+		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve", Namespace: l.ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Namespace: l.ns}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-ca", Namespace: l.ns}},
+	} {
+		if err := l.c.Delete(ctx, obj); client.IgnoreNotFound(err) != nil {
+			b.Errorf("teardown: deleting %T %s: %v", obj, obj.GetName(), err)
+		}
+	}
+}
