@@ -2,7 +2,6 @@ package main
 
 import (
 	"flag"
-	"fmt"
 	"io"
 	"time"
 
@@ -26,17 +25,9 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.SandboxNamespace, "sandbox-namespace", "sandbox", "Namespace of the objects that use the simulators.")
 	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to create on the simulated Proxmox.")
 	logOpts.BindFlags(fs, "console")
-	if err := fs.Parse(args); err != nil {
+	if _, err := parseWithLogger(fs, args, &logOpts); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log, err := logging.New(logOpts)
-	if err != nil {
-		return err
-	}
-	ctrl.SetLogger(log)
 	// The sandbox runs like production: leader election on, in the operator's namespace.
 	defaults := manager.Options{}
 	defaults.BindFlags(flag.NewFlagSet("defaults", flag.ContinueOnError))

@@ -12,6 +12,11 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"github.com/go-logr/logr"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/hyperfleet/hyperfleet/internal/logging"
 )
 
 type command struct {
@@ -66,4 +71,21 @@ func usage(w io.Writer) {
 	}
 	b.WriteString("\nRun 'hyperfleet <command> -h' for a command's flags.\n")
 	_, _ = io.WriteString(w, b.String())
+}
+
+// parseWithLogger parses a command's flags, refuses stray arguments, and
+// installs the logger the flags ask for as controller-runtime's.
+func parseWithLogger(fs *flag.FlagSet, args []string, logOpts *logging.Options) (logr.Logger, error) {
+	if err := fs.Parse(args); err != nil {
+		return logr.Discard(), err
+	}
+	if fs.NArg() > 0 {
+		return logr.Discard(), fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := logging.New(*logOpts)
+	if err != nil {
+		return logr.Discard(), err
+	}
+	ctrl.SetLogger(log)
+	return log, nil
 }

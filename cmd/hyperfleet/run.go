@@ -26,17 +26,10 @@ func runManager(args []string, _, stderr io.Writer) error {
 	fs.StringVar(&kubeconfig, "kubeconfig", "", "Path to a kubeconfig. Default: $KUBECONFIG, the in-cluster config, or ~/.kube/config.")
 	logOpts.BindFlags(fs, "json")
 	mgrOpts.BindFlags(fs)
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments %q", fs.Args())
-	}
-	log, err := logging.New(logOpts)
+	log, err := parseWithLogger(fs, args, &logOpts)
 	if err != nil {
 		return err
 	}
-	ctrl.SetLogger(log)
 	if err := mgrOpts.Complete(); err != nil {
 		return err
 	}

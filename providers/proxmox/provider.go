@@ -158,10 +158,9 @@ func (p *Provider) find(ctx context.Context, ref providers.MachineRef) (*proxmox
 }
 
 func (p *Provider) load(ctx context.Context, node string, vmid int) (*proxmox.VirtualMachine, error) {
-	n, err := p.client.Node(ctx, node)
-	if err != nil {
-		return nil, classify("reading node "+node, err)
-	}
+	// A node handle without client.Node's GET /nodes/{node}/status: the VM
+	// lookup itself reports a node that is gone or offline.
+	n := (&proxmox.Node{}).New(p.client, node)
 	vm, err := n.VirtualMachine(ctx, vmid)
 	if err != nil {
 		return nil, classify(fmt.Sprintf("reading VM %d on %s", vmid, node), err)
