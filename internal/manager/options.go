@@ -44,6 +44,10 @@ type Options struct {
 	// SkipControllerNameValidation lets one process run several managers
 	// in turn (tests that crash and restart the operator).
 	SkipControllerNameValidation bool
+
+	// Cyberdesk and Hourglass configure those kinds' reconcilers.
+	Cyberdesk CyberdeskOptions
+	Hourglass HourglassOptions
 }
 
 // BindFlags registers the manager's flags on fs.
@@ -66,6 +70,8 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.OrphanSweepInterval, "orphan-sweep-interval", time.Minute, "How often hypervisors are swept for machines whose MachineClaim is gone.")
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 10*time.Minute, "How long a machine must be seen without its MachineClaim before the sweeper deletes it.")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", "", "The operator's own namespace. Default: POD_NAMESPACE, the in-cluster namespace, or hyperfleet-system.")
+	o.Cyberdesk.bindFlags(fs)
+	o.Hourglass.bindFlags(fs)
 }
 
 // Complete fills defaults from the environment and checks the values.

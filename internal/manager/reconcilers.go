@@ -37,8 +37,14 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	return (&orphans.Sweeper{
+	if err := (&orphans.Sweeper{
 		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("orphan-sweeper"),
 		Interval: o.OrphanSweepInterval, Grace: o.OrphanGrace,
-	}).SetupWithManager(mgr)
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := setupCyberdesk(mgr, o); err != nil {
+		return err
+	}
+	return setupHourglass(mgr, o)
 }
