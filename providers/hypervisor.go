@@ -84,6 +84,9 @@ type Machine struct {
 	Owner Owner
 	// ProviderID is a stable identifier, e.g. proxmox://pve1/1042.
 	ProviderID string
+	// UID is the hypervisor's own unique identifier of the machine, when it
+	// has one (a KubeVirt VirtualMachine's UID).
+	UID string
 	State      PowerState
 	// Node the machine runs on now.
 	Node string
@@ -94,6 +97,9 @@ type Machine struct {
 	// Progress says, for people, what Create is waiting on ("cloning",
 	// "resizing disk", "starting").
 	Progress string
+	// Created is true when this very call made the machine, so a caller
+	// counts creations once even when it calls Create again.
+	Created bool
 }
 
 // MachineSpec is everything Create needs. Provider-specific parts sit in
@@ -115,6 +121,23 @@ type MachineSpec struct {
 	Tags []string
 	// Proxmox is the clone source and placement on Proxmox VE.
 	Proxmox *ProxmoxSpec
+	// KubeVirt is the VirtualMachine template on KubeVirt.
+	KubeVirt *KubeVirtSpec
+}
+
+// KubeVirtSpec says what VirtualMachine to make on KubeVirt.
+type KubeVirtSpec struct {
+	// Template is a kubevirt.io/v1 VirtualMachine in YAML or JSON. It may use
+	// the placeholders ${vm_name}, ${namespace}, ${cyberdesk_name},
+	// ${managed_by} and ${user_data_base64}; any other is an error.
+	Template []byte
+	// TemplateSource names where Template came from, for error messages
+	// ("ConfigMap cyberdesk-system/cyberdesk-vm-template key template.yaml").
+	TemplateSource string
+	// RunStrategy overrides the template's, when set.
+	RunStrategy string
+	// Labels are added to the VirtualMachine and its instance.
+	Labels map[string]string
 }
 
 // NetworkSpec is a machine's primary interface.

@@ -117,15 +117,20 @@ func (r *Reconciler) check(ctx context.Context, t *hypervisorv1alpha1.Hypervisor
 	if !ok {
 		return conditions.Summary{State: conditions.Ready, Reason: meta.SucceededReason, Message: "template accepted"}, 0
 	}
-	desc, err := checker.CheckTemplate(ctx, hypervisors.MachineSpec(t, nil))
+	spec, err := r.Hypervisors.Spec(ctx, t, nil)
+	if err == nil {
+		var desc string
+		if desc, err = checker.CheckTemplate(ctx, spec); err == nil {
+			t.Status.ResolvedSource = desc
+		}
+	}
 	if err != nil {
 		if perm, ok := providers.IsPermanent(err); ok {
 			return conditions.Summary{State: conditions.Stalled, Reason: perm.Reason, Message: perm.Message}, recheckInterval
 		}
 		return conditions.Summary{State: conditions.Waiting, Reason: "HypervisorUnreachable", Message: err.Error()}, 30 * time.Second
 	}
-	t.Status.ResolvedSource = desc
-	return conditions.Summary{State: conditions.Ready, Reason: "SourceFound", Message: "clone source " + desc + " found"}, recheckInterval
+	return conditions.Summary{State: conditions.Ready, Reason: "SourceFound", Message: "source " + t.Status.ResolvedSource + " found"}, recheckInterval
 }
 
 // providerMismatch says why a template's provider section does not fit its cluster.

@@ -17,7 +17,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
-	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 )
 
 // Termination reasons, in status.terminationReason.
@@ -163,7 +162,10 @@ func (r *Reconciler) ensureAddress(ctx context.Context, s *scope) (ctrl.Result, 
 // provision moves the machine one step on through the provider's Create.
 func (r *Reconciler) provision(ctx context.Context, s *scope) (ctrl.Result, error) {
 	c := s.claim
-	spec := hypervisors.MachineSpec(s.template, c)
+	spec, err := r.Hypervisors.Spec(ctx, s.template, c)
+	if err != nil {
+		return r.providerError(s, err)
+	}
 	spec.Ref, spec.Owner = machineRef(c), owner(c)
 	spec.Network.IPv4CIDR = c.Status.AssignedAddress
 	if ref := c.Spec.UserDataSecretRef; ref != nil {

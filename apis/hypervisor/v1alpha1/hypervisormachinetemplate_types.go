@@ -350,8 +350,11 @@ type KubeVirtTemplateSpec struct {
 	// and ${user_data_base64} placeholders.
 	// +optional
 	TemplateConfigMapRef *ConfigMapKeyReference `json:"templateConfigMapRef,omitempty"`
-	// RunStrategy of the VirtualMachine.
-	// +kubebuilder:default=Always
+	// RunStrategy of the VirtualMachine, overriding the template's. The
+	// default, RerunOnFailure, lets a guest that powers itself off (an
+	// ephemeral runner after its job) stay off, so the claim ends; Always
+	// would have KubeVirt boot it again.
+	// +kubebuilder:default=RerunOnFailure
 	// +optional
 	RunStrategy RunStrategy `json:"runStrategy,omitempty"`
 }

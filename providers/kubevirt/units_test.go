@@ -1,0 +1,258 @@
+package kubevirt
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+const cyberdeskTemplate = `apiVersion: kubevirt.io/v1
+kind: VirtualMachine
+metadata:
+  name: ${vm_name}
+  namespace: ${namespace}
+  labels:
+    app: cyberdesk
+    cyberdesk: ${cyberdesk_name}
+    app.kubernetes.io/managed-by: ${managed_by}
+spec:
+  running: true
+  template:
+    metadata:
+      labels:
+        kubevirt.io/vm: ${vm_name}
+    spec:
+      domain:
+        devices:
+          disks:
+            - name: containerdisk
+              disk: {bus: virtio}
+            - name: cloudinitdisk
+              disk: {bus: virtio}
+        resources:
+          requests:
+            memory: 2Gi
+      volumes:
+        - name: containerdisk
+          containerDisk:
+            image: quay.io/containerdisks/ubuntu:22.04
+        - name: cloudinitdisk
+          cloudInitNoCloud:
+            userDataBase64: ${user_data_base64}
+`
+
+func TestRender(t *testing.T) {
+	vars := map[string]string{VarVMName: "cyberdesk-a", VarNamespace: "ns", VarCyberdeskName: "a", VarManagedBy: "hf", VarUserDataBase64: "eA=="}
+	cases := []struct {
+		name, in, want, err string
+	}{
+		{name: "all variables", in: "${vm_name}/${namespace}/${cyberdesk_name}/${managed_by}/${user_data_base64}", want: "cyberdesk-a/ns/a/hf/eA=="},
+		{name: "no placeholders", in: "plain: text\n", want: "plain: text\n"},
+		{name: "a lone dollar stays", in: "cost: $5", want: "cost: $5"},
+		{name: "unknown variable named", in: "a: 1\nb: ${vm_nmae}\n", err: "line 2: unknown variable ${vm_nmae}"},
+		{name: "unclosed", in: "name: ${vm_name\nx: y", err: "never closed"},
+		{name: "missing value", in: "${managed_by}", err: "${managed_by} has no value"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			v := vars
+			if tc.name == "missing value" {
+				v = map[string]string{}
+			}
+			got, err := Render(tc.in, v)
+			if tc.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("Render error = %v, want one containing %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Render = %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func testProvider(t *testing.T) *Provider {
+	t.Helper()
+	return &Provider{cfg: Config{OwnerKind: "Cyberdesk", ManagedBy: "hyperfleet", Labels: map[string]string{"team": "desk"}}}
+}
+
+func TestBuildFromCyberdeskTemplate(t *testing.T) {
+	p := testProvider(t)
+	spec := providers.MachineSpec{
+		Ref:       providers.MachineRef{Name: "cyberdesk-a", Namespace: "ignored"},
+		Owner:     providers.Owner{UID: "uid-1", Namespace: "ns", Name: "a"},
+		CloudInit: providers.CloudInitSpec{UserData: "#cloud-config\npassword: s3cret\n"},
+		KubeVirt:  &providers.KubeVirtSpec{Template: []byte(cyberdeskTemplate), TemplateSource: "ConfigMap x"},
+	}
+	d, err := p.build(spec, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vm := d.vm
+	if vm.Name != "cyberdesk-a" || vm.Namespace != "ns" {
+		t.Fatalf("VM is %s/%s", vm.Namespace, vm.Name)
+	}
+	for k, v := range map[string]string{"cyberdesk": "a", "app.kubernetes.io/managed-by": "hyperfleet", LabelOwnerUID: "uid-1", LabelOwnerKind: "Cyberdesk", "team": "desk"} {
+		if vm.Labels[k] != v {
+			t.Errorf("label %s = %q, want %q", k, vm.Labels[k], v)
+		}
+	}
+	if vm.Spec.Template.ObjectMeta.Labels[LabelOwnerUID] != "uid-1" {
+		t.Error("the instance template lacks the ownership label")
+	}
+	src := vm.Spec.Template.Spec.Volumes[1].CloudInitNoCloud
+	if src.UserDataBase64 != "" || src.UserData != "" || src.UserDataSecretRef == nil || src.UserDataSecretRef.Name != "cyberdesk-a-cloudinit" {
+		t.Fatalf("user data not moved into the Secret: %+v", src)
+	}
+	if d.secret == nil || string(d.secret.Data[UserDataKey]) != spec.CloudInit.UserData {
+		t.Fatalf("Secret = %+v", d.secret)
+	}
+	if d.secret.Labels[LabelOwnerUID] != "uid-1" {
+		t.Error("the Secret lacks the ownership label")
+	}
+	if len(vm.Spec.Template.Spec.Volumes) != 2 {
+		t.Errorf("volumes = %d, want the template's 2", len(vm.Spec.Template.Spec.Volumes))
+	}
+}
+
+func TestBuildAddsCloudInitAndRunStrategy(t *testing.T) {
+	p := testProvider(t)
+	tmpl := `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}}}}}}`
+	spec := providers.MachineSpec{
+		Ref: providers.MachineRef{Name: "hf-ns-c"}, Owner: providers.Owner{UID: "u"},
+		Hostname: "runner-1", CPUCores: 2, MemoryMiB: 4096,
+		CloudInit: providers.CloudInitSpec{User: "ubuntu", SSHAuthorizedKeys: []string{"ssh-ed25519 AAAA x"}},
+		KubeVirt:  &providers.KubeVirtSpec{Template: []byte(tmpl), RunStrategy: "RerunOnFailure"},
+	}
+	d, err := p.build(spec, "ns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rs := d.vm.Spec.RunStrategy; rs == nil || *rs != kubevirtv1.RunStrategyRerunOnFailure {
+		t.Errorf("runStrategy = %v", rs)
+	}
+	s := d.vm.Spec.Template.Spec
+	if len(s.Volumes) != 1 || s.Volumes[0].CloudInitNoCloud == nil || len(s.Domain.Devices.Disks) != 1 {
+		t.Fatalf("no cloud-init volume and disk added: %+v", s)
+	}
+	if s.Hostname != "runner-1" || s.Domain.CPU.Cores != 2 || s.Domain.Memory.Guest.Value() != 4096<<20 {
+		t.Errorf("sizing/hostname not applied: %+v", s.Domain)
+	}
+	ud := string(d.secret.Data[UserDataKey])
+	for _, want := range []string{"#cloud-config", "user: ubuntu", "ssh-ed25519 AAAA x", "hostname: runner-1"} {
+		if !strings.Contains(ud, want) {
+			t.Errorf("user data lacks %q:\n%s", want, ud)
+		}
+	}
+}
+
+func TestBuildErrorsNameTheProblem(t *testing.T) {
+	p := testProvider(t)
+	for name, tc := range map[string]struct{ tmpl, want string }{
+		"unknown variable": {strings.Replace(cyberdeskTemplate, "${cyberdesk_name}", "${desk}", 1), "unknown variable ${desk}"},
+		"unknown field":    {strings.Replace(cyberdeskTemplate, "running: true", "runing: true", 1), "runing"},
+		"wrong kind":       {strings.Replace(cyberdeskTemplate, "kind: VirtualMachine", "kind: Pod", 1), `kind is "Pod"`},
+		"no template":      {"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nspec: {}\n", "spec.template"},
+		"bad base64":       {strings.Replace(cyberdeskTemplate, "${user_data_base64}", "'!!'", 1), "not valid base64"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := p.build(providers.MachineSpec{
+				Ref: providers.MachineRef{Name: "vm"}, Owner: providers.Owner{UID: "u"},
+				KubeVirt: &providers.KubeVirtSpec{Template: []byte(tc.tmpl), TemplateSource: "ConfigMap sys/tmpl key template.yaml"},
+			}, "ns")
+			perm, ok := providers.IsPermanent(err)
+			if !ok || perm.Reason != "TemplateInvalid" || !strings.Contains(perm.Message, tc.want) || !strings.Contains(perm.Message, "ConfigMap sys/tmpl") {
+				t.Fatalf("error = %v, want TemplateInvalid naming %q and the source", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestMachineOf(t *testing.T) {
+	always, rerun, once := kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce
+	vm := func(rs *kubevirtv1.VirtualMachineRunStrategy) *kubevirtv1.VirtualMachine {
+		return &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns", UID: "vmuid"}, Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: rs}}
+	}
+	vmi := func(phase kubevirtv1.VirtualMachineInstancePhase, ready bool) *kubevirtv1.VirtualMachineInstance {
+		i := &kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{UID: "i"}}
+		i.Status.Phase, i.Status.NodeName = phase, "node-1"
+		st := corev1.ConditionFalse
+		if ready {
+			st = corev1.ConditionTrue
+		}
+		i.Status.Conditions = []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: st}}
+		i.Status.Interfaces = []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "10.0.0.7", IPs: []string{"10.0.0.7", "fd00::7", "fe80::1"}}}
+		return i
+	}
+	cases := []struct {
+		name  string
+		vm    *kubevirtv1.VirtualMachine
+		vmi   *kubevirtv1.VirtualMachineInstance
+		state providers.PowerState
+		addrs int
+	}{
+		{"no instance yet", vm(&always), nil, providers.PowerProvisioning, 0},
+		{"scheduling", vm(&always), vmi(kubevirtv1.Scheduling, false), providers.PowerProvisioning, 0},
+		{"running, guest not ready: no address yet", vm(&always), vmi(kubevirtv1.Running, false), providers.PowerRunning, 0},
+		{"running and ready", vm(&always), vmi(kubevirtv1.Running, true), providers.PowerRunning, 2},
+		{"guest shut down, Always restarts", vm(&always), vmi(kubevirtv1.Succeeded, false), providers.PowerProvisioning, 0},
+		{"guest shut down, RerunOnFailure stays off", vm(&rerun), vmi(kubevirtv1.Succeeded, false), providers.PowerStopped, 0},
+		{"failed, RerunOnFailure restarts", vm(&rerun), vmi(kubevirtv1.Failed, false), providers.PowerProvisioning, 0},
+		{"failed, Once stays failed", vm(&once), vmi(kubevirtv1.Failed, false), providers.PowerFailed, 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := machineOf(tc.vm, tc.vmi)
+			if m.State != tc.state || len(m.Addresses) != tc.addrs {
+				t.Fatalf("state %s addresses %v, want %s with %d addresses", m.State, m.Addresses, tc.state, tc.addrs)
+			}
+			if m.ProviderID != "kubevirt://ns/vm" || m.UID != "vmuid" || !m.Provisioned {
+				t.Errorf("identity = %+v", m)
+			}
+			if tc.addrs > 0 && m.Addresses[0] != "10.0.0.7" {
+				t.Errorf("first address = %s, want the IPv4 one", m.Addresses[0])
+			}
+		})
+	}
+	halted := vm(nil)
+	f := false
+	halted.Spec.Running = &f
+	if m := machineOf(halted, nil); m.State != providers.PowerStopped {
+		t.Errorf("running=false without an instance: %s, want Stopped", m.State)
+	}
+}
+
+func TestUserDataNeverInTheVM(t *testing.T) {
+	p := testProvider(t)
+	secret := "TOKEN-abc123"
+	for _, tmpl := range []string{cyberdeskTemplate, strings.Replace(cyberdeskTemplate, "userDataBase64: ${user_data_base64}", "userData: |\n              #cloud-config\n              token: "+secret, 1)} {
+		d, err := p.build(providers.MachineSpec{
+			Ref: providers.MachineRef{Name: "vm"}, Owner: providers.Owner{UID: "u"},
+			CloudInit: providers.CloudInitSpec{UserData: "token: " + secret},
+			KubeVirt:  &providers.KubeVirtSpec{Template: []byte(tmpl)},
+		}, "ns")
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := json.Marshal(d.vm)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw := string(data)
+		if strings.Contains(raw, secret) || strings.Contains(raw, base64.StdEncoding.EncodeToString([]byte("token: "+secret))) {
+			t.Fatal("user data left in the VirtualMachine object")
+		}
+		if !strings.Contains(string(d.secret.Data[UserDataKey]), secret) {
+			t.Fatal("user data not in the Secret")
+		}
+	}
+}
