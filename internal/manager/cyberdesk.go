@@ -1,15 +1,137 @@
 package manager
 
 import (
+	"context"
 	"flag"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/supabase"
+	"github.com/hyperfleet/hyperfleet/reconcilers/cyberdesk"
 )
 
 // CyberdeskOptions configure the Cyberdesk reconciler.
-type CyberdeskOptions struct{}
+type CyberdeskOptions struct {
+	// TemplateConfigMap (in the operator's namespace) and TemplateKey hold
+	// the desks' VirtualMachine template.
+	TemplateConfigMap string
+	TemplateKey       string
+	// ManagedBy fills the template's ${managed_by}.
+	ManagedBy string
+	// SupabaseSecret names a Secret in the operator's namespace with the
+	// Supabase URL and key; empty turns the status export off.
+	SupabaseSecret  string
+	SupabaseTimeout time.Duration
+}
 
-func (o *CyberdeskOptions) bindFlags(_ *flag.FlagSet) {}
+func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.TemplateConfigMap, "cyberdesk-template-configmap", "cyberdesk-vm-template", "ConfigMap in the operator's namespace holding the Cyberdesk VirtualMachine template; read for every new desk, so edits apply to the next one.")
+	fs.StringVar(&o.TemplateKey, "cyberdesk-template-key", "", "Key of the template in that ConfigMap. Default: template.yaml, or the ConfigMap's only key.")
+	fs.StringVar(&o.ManagedBy, "cyberdesk-managed-by", "hyperfleet", "Value of ${managed_by} in the Cyberdesk template.")
+	fs.StringVar(&o.SupabaseSecret, "cyberdesk-supabase-secret", "", "Secret in the operator's namespace with keys url and key (or SUPABASE_URL and SUPABASE_KEY); when set, every desk's status is upserted into Supabase's cyberdesk_instances table.")
+	fs.DurationVar(&o.SupabaseTimeout, "cyberdesk-supabase-timeout", 30*time.Second, "HTTP timeout of one Supabase request.")
+}
 
-// setupCyberdesk registers the Cyberdesk reconciler (issue 4).
-func setupCyberdesk(_ ctrl.Manager, _ Options) error { return nil }
+// setupCyberdesk registers the Cyberdesk reconciler, on the operator's own
+// cluster's KubeVirt, and the Supabase exporter when configured.
+func setupCyberdesk(mgr ctrl.Manager, o Options) error {
+	c := o.Cyberdesk
+	if c.TemplateConfigMap == "" {
+		c.TemplateConfigMap = "cyberdesk-vm-template"
+	}
+	provider, err := kubevirt.New(kubevirt.Config{
+		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), OwnerKind: cyberdesk.OwnerKind, ManagedBy: c.ManagedBy,
+	})
+	if err != nil {
+		return err
+	}
+	log := mgr.GetLogger().WithName("cyberdesk")
+	served, err := kubeVirtServed(mgr)
+	if err != nil {
+		return err
+	}
+	if !served {
+		log.Info("The cluster serves no kubevirt.io/v1 VirtualMachineInstance; Cyberdesks will report KubeVirtNotInstalled until KubeVirt is installed and the operator restarted")
+	}
+	r := &cyberdesk.Reconciler{
+		Client: mgr.GetClient(), Provider: provider, TemplateReader: mgr.GetAPIReader(),
+		TemplateConfigMap: types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.TemplateConfigMap},
+		TemplateKey:       c.TemplateKey,
+		Recorder:          mgr.GetEventRecorder("cyberdesk"),
+		ObserveInterval:   o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
+		WatchVirtualMachines: served,
+	}
+	if c.SupabaseSecret != "" {
+		exporter := &supabase.Exporter{
+			Credentials: supabaseCredentials(mgr.GetAPIReader(), types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.SupabaseSecret}),
+			HTTPClient:  &http.Client{Timeout: c.SupabaseTimeout},
+			Log:         log.WithName("supabase"),
+		}
+		if err := mgr.Add(exporter); err != nil {
+			return err
+		}
+		r.Exporter = exporter
+	}
+	return r.SetupWithManager(mgr)
+}
+
+func kubeVirtServed(mgr ctrl.Manager) (bool, error) {
+	gvk := kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachineInstance")
+	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	switch {
+	case err == nil:
+		return true, nil
+	case apimeta.IsNoMatchError(err):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking up KubeVirt's API: %w", err)
+}
+
+// supabaseCredentials reads the Supabase Secret directly (it needs no
+// credentials label), at most every 30 s, so a rotated key is picked up.
+func supabaseCredentials(reader client.Reader, key types.NamespacedName) supabase.CredentialsFunc {
+	var mu sync.Mutex
+	var cached supabase.Credentials
+	var ok bool
+	var readAt time.Time
+	return func(ctx context.Context) (supabase.Credentials, bool, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !readAt.IsZero() && time.Since(readAt) < 30*time.Second {
+			return cached, ok, nil
+		}
+		s := &corev1.Secret{}
+		if err := reader.Get(ctx, key, s); err != nil {
+			if apierrors.IsNotFound(err) {
+				return supabase.Credentials{}, false, fmt.Errorf("the Supabase Secret %s does not exist; create it or unset --cyberdesk-supabase-secret", key)
+			}
+			return supabase.Credentials{}, false, fmt.Errorf("reading the Supabase Secret %s: %w", key, err)
+		}
+		get := func(names ...string) string {
+			for _, n := range names {
+				if v := strings.TrimSpace(string(s.Data[n])); v != "" {
+					return v
+				}
+			}
+			return ""
+		}
+		creds := supabase.Credentials{URL: get("url", "SUPABASE_URL"), Key: get("key", "SUPABASE_KEY")}
+		if creds.URL == "" || creds.Key == "" {
+			return supabase.Credentials{}, false, fmt.Errorf("the Supabase Secret %s needs the keys url and key (or SUPABASE_URL and SUPABASE_KEY)", key)
+		}
+		cached, ok, readAt = creds, true, time.Now()
+		return cached, ok, nil
+	}
+}

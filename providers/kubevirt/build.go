@@ -183,6 +183,11 @@ func moveUserData(spec *kubevirtv1.VirtualMachineInstanceSpec, userData, secret 
 			UserDataSecretRef: &corev1.LocalObjectReference{Name: secret},
 		}},
 	})
+	for _, d := range spec.Domain.Devices.Disks {
+		if d.Name == cloudInitVolume {
+			return userData, nil // the template declared the disk, not the volume
+		}
+	}
 	spec.Domain.Devices.Disks = append(spec.Domain.Devices.Disks, kubevirtv1.Disk{
 		Name:       cloudInitVolume,
 		DiskDevice: kubevirtv1.DiskDevice{Disk: &kubevirtv1.DiskTarget{Bus: kubevirtv1.DiskBusVirtio}},

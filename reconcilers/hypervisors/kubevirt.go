@@ -22,6 +22,10 @@ import (
 // kubeconfig of a remote cluster.
 const KeyKubeconfig = "kubeconfig"
 
+// DefaultTemplateKey is the ConfigMap key a VirtualMachine template is read
+// from when none is named.
+const DefaultTemplateKey = "template.yaml"
+
 // LocalCluster is how the operator reaches its own cluster.
 type LocalCluster struct {
 	// Client is the manager's (cached) client.
@@ -96,7 +100,7 @@ func (r *Registry) Spec(ctx context.Context, t *hypervisorv1alpha1.HypervisorMac
 }
 
 // TemplateFromConfigMap reads a VirtualMachine template from a ConfigMap
-// key. An empty key takes the ConfigMap's only key. It is read directly, not
+// key. An empty key means DefaultTemplateKey, or the ConfigMap's only key. It is read directly, not
 // from a cache, so an edit reaches the very next machine.
 func TemplateFromConfigMap(ctx context.Context, reader client.Reader, key types.NamespacedName, dataKey string) (text, source string, err error) {
 	cm := &corev1.ConfigMap{}
@@ -107,9 +111,12 @@ func TemplateFromConfigMap(ctx context.Context, reader client.Reader, key types.
 		}
 		return "", "", providers.Transient("TemplateUnreadable", 0, fmt.Errorf("reading ConfigMap %s: %w", key, err))
 	}
-	if dataKey == "" && len(cm.Data) == 1 {
-		for k := range cm.Data {
-			dataKey = k
+	if dataKey == "" {
+		dataKey = DefaultTemplateKey
+		if _, ok := cm.Data[dataKey]; !ok && len(cm.Data) == 1 {
+			for k := range cm.Data {
+				dataKey = k
+			}
 		}
 	}
 	text, ok := cm.Data[dataKey]

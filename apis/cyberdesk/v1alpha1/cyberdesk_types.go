@@ -79,6 +79,7 @@ type CyberdeskStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=cd;cds,categories=hyperfleet
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 53",message="a Cyberdesk name may be at most 53 characters: its VirtualMachine is named cyberdesk-<name>, a DNS label of at most 63"
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="VM",type=string,JSONPath=`.status.virtualMachineRef.name`
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.ipAddress`

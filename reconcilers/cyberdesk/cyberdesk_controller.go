@@ -1,0 +1,232 @@
+// Package cyberdesk reconciles Cyberdesks (cyberdesk.io/v1alpha1), the
+// time-limited desktop VMs of the Kopf operator it replaces: one KubeVirt
+// VirtualMachine "cyberdesk-<name>" per desk, made from the template
+// ConfigMap, shut down and removed when timeoutMs runs out or the desk is
+// deleted.
+//
+// It drives the KubeVirt provider directly rather than through a
+// MachineClaim: a desk's VM lives in the desk's own namespace from a
+// cluster-wide template, which is the Kopf operator's contract, and needs no
+// HypervisorCluster or HypervisorMachineTemplate in every user namespace.
+package cyberdesk
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/supabase"
+)
+
+// Finalizer keeps a desk until its VM and cloud-init Secret are deleted.
+const Finalizer = "cyberdesk.io/vm-cleanup"
+
+// OwnerKind marks the VMs of desks, apart from those of MachineClaims.
+const OwnerKind = "Cyberdesk"
+
+// VMPrefix starts every desk's VM name, as in the Kopf operator.
+const VMPrefix = "cyberdesk-"
+
+// Exporter receives every status change (Supabase, when configured).
+type Exporter interface {
+	Enqueue(supabase.Row)
+}
+
+// Reconciler reconciles Cyberdesks.
+type Reconciler struct {
+	Client client.Client
+	// Provider is a KubeVirt provider whose owner kind is OwnerKind.
+	Provider providers.Hypervisor
+	// TemplateReader reads the template ConfigMap uncached, so an edit
+	// reaches the next desk at once.
+	TemplateReader client.Reader
+	// TemplateConfigMap and TemplateKey locate the VirtualMachine template.
+	TemplateConfigMap types.NamespacedName
+	TemplateKey       string
+	Recorder          events.EventRecorder
+	Clock             clock.Clock
+	// Exporter, if set, gets the desk's status after every change.
+	Exporter Exporter
+	// ObserveInterval bounds how long a running desk goes unobserved when
+	// no VM event arrives (30 s).
+	ObserveInterval time.Duration
+	// FinalizationTimeout bounds how long a deleted desk waits for its VM's
+	// deletion before it is released with a Warning event (10 min).
+	FinalizationTimeout time.Duration
+	// WatchVirtualMachines watches VMs and instances; off when the cluster
+	// does not serve KubeVirt's API (desks then say so in their status).
+	WatchVirtualMachines    bool
+	MaxConcurrentReconciles int
+}
+
+// +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks/finalizers,verbs=update
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;patch;delete
+
+// SetupWithManager registers the reconciler, its metrics and its watches.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.ObserveInterval == 0 {
+		r.ObserveInterval = 30 * time.Second
+	}
+	if r.FinalizationTimeout == 0 {
+		r.FinalizationTimeout = 10 * time.Minute
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 8
+	}
+	registerMetrics(mgr.GetCache())
+	b := ctrl.NewControllerManagedBy(mgr).
+		For(&cyberdeskv1alpha1.Cyberdesk{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles})
+	if r.WatchVirtualMachines {
+		toDesk := handler.EnqueueRequestsFromMapFunc(deskOf)
+		ours := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+			return o.GetLabels()[kubevirt.LabelOwnerKind] == OwnerKind
+		}))
+		b = b.Watches(&kubevirtv1.VirtualMachine{}, toDesk, ours).
+			Watches(&kubevirtv1.VirtualMachineInstance{}, toDesk, ours)
+	}
+	return b.Complete(r)
+}
+
+// deskOf maps a VM or instance to its desk, by the owner annotation the
+// provider writes (the instance inherits the VM's template labels only, so
+// the name is the fallback: cyberdesk-<desk>).
+func deskOf(_ context.Context, o client.Object) []reconcile.Request {
+	if ns, name, ok := strings.Cut(o.GetAnnotations()[kubevirt.AnnotationOwner], "/"); ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+	}
+	if name, ok := strings.CutPrefix(o.GetName(), VMPrefix); ok {
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+	}
+	return nil
+}
+
+// scope carries one reconcile's state between phases and into the status.
+type scope struct {
+	desk    *cyberdeskv1alpha1.Cyberdesk
+	outcome outcome
+	now     time.Time
+}
+
+// Reconcile drives one desk.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	started := r.Clock.Now()
+	defer func() { operationDuration.WithLabelValues("reconcile").Observe(r.Clock.Since(started).Seconds()) }()
+	desk := &cyberdeskv1alpha1.Cyberdesk{}
+	if err := r.Client.Get(ctx, req.NamespacedName, desk); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := desk.DeepCopy()
+	s := &scope{desk: desk, now: started}
+	defer func() {
+		r.setStatus(s)
+		r.recordTransition(before, desk, s)
+		if s.outcome.skipStatus {
+			return
+		}
+		if err := patchStatus(ctx, r.Client, before, desk); err != nil {
+			if retErr == nil {
+				retErr = err
+			}
+			return
+		}
+		if r.Exporter != nil && !statusEqual(before, desk) {
+			r.Exporter.Enqueue(row(desk, s.now))
+		}
+	}()
+
+	if !desk.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(desk, Finalizer) {
+		patch := client.MergeFrom(desk.DeepCopy())
+		controllerutil.AddFinalizer(desk, Finalizer)
+		if err := r.Client.Patch(ctx, desk, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+		before.Finalizers = desk.Finalizers
+		before.ResourceVersion = desk.ResourceVersion
+	}
+	return r.reconcilePhases(ctx, s)
+}
+
+// finalize deletes the VM and its Secret, then releases the desk; past the
+// deadline it releases it anyway with a Warning event, so an unreachable
+// cluster cannot pin a deleted desk forever.
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
+	d := s.desk
+	if !controllerutil.ContainsFinalizer(d, Finalizer) {
+		s.outcome.skipStatus = true
+		return ctrl.Result{}, nil
+	}
+	s.outcome = outcome{phase: cyberdeskv1alpha1.CyberdeskStopping, state: stateStopping, reason: "Deleting",
+		message: "deleting VM " + vmName(d) + " because the Cyberdesk is being deleted"}
+	t0 := r.Clock.Now()
+	err := r.Provider.Delete(ctx, vmRef(d), owner(d))
+	if errors.Is(err, providers.ErrNotOwned) {
+		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "NothingToDelete", "Delete",
+			"VirtualMachine %s belongs to something else; left untouched", vmName(d))
+		err = nil
+	}
+	if err != nil {
+		deadline := d.DeletionTimestamp.Add(r.FinalizationTimeout)
+		if s.now.Before(deadline) {
+			if errors.Is(err, providers.ErrInProgress) {
+				return ctrl.Result{RequeueAfter: time.Second}, nil
+			}
+			s.outcome.message = fmt.Sprintf("deleting VM %s failed, retrying: %v", vmName(d), err)
+			return ctrl.Result{RequeueAfter: max(providers.RetryAfter(err), 5*time.Second)}, nil
+		}
+		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
+			"Released after %s without confirming VM %s was deleted: %v; delete it by hand", r.FinalizationTimeout, vmName(d), err)
+	} else if hasVM(d) {
+		vmDeleted.Inc()
+		operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
+		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	controllerutil.RemoveFinalizer(d, Finalizer)
+	if err := r.Client.Patch(ctx, d, patch); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	s.outcome.skipStatus = true
+	return ctrl.Result{}, nil
+}
+
+func vmName(d *cyberdeskv1alpha1.Cyberdesk) string { return VMPrefix + d.Name }
+
+func vmRef(d *cyberdeskv1alpha1.Cyberdesk) providers.MachineRef {
+	return providers.MachineRef{Name: vmName(d), Namespace: d.Namespace}
+}
+
+func owner(d *cyberdeskv1alpha1.Cyberdesk) providers.Owner {
+	return providers.Owner{UID: string(d.UID), Namespace: d.Namespace, Name: d.Name}
+}
