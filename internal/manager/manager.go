@@ -29,9 +29,15 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	cacheOpts := cache.Options{
-		// Secrets only with the credentials label: never a cluster-wide Secret informer.
+		// Secrets are watched only in the operator's own namespace, and only
+		// with the credentials label; Secrets elsewhere are read with a GET
+		// (hypervisors.Registry.Secret). The operator never lists or watches
+		// Secrets cluster-wide.
 		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {Label: labels.NewSelector().Add(*credentials)},
+			&corev1.Secret{}: {
+				Label:      labels.NewSelector().Add(*credentials),
+				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
+			},
 		},
 	}
 	if len(o.Namespaces) > 0 {

@@ -24,11 +24,26 @@ func machineOf(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 	}
 	strategy := runStrategy(vm)
 	if vmi == nil || vmi.UID == "" {
-		switch {
-		case strategy == kubevirtv1.RunStrategyHalted || vm.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusStopped:
+		// No instance: stopped only if nothing will start one. Always
+		// always starts one. RerunOnFailure and Once start one for a new VM
+		// (KubeVirt has not recorded the strategy in status yet) and after a
+		// failure (a start request); after a clean end they leave it off.
+		starting := false
+		switch strategy {
+		case kubevirtv1.RunStrategyAlways:
+			starting = true
+		case kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce:
+			starting = vm.Status.RunStrategy != strategy || hasStartRequest(vm)
+		case kubevirtv1.RunStrategyManual:
+			starting = hasStartRequest(vm)
+		}
+		if !starting {
 			m.State, m.Progress = providers.PowerStopped, "stopped"
-		default:
-			m.State, m.Progress = providers.PowerProvisioning, "waiting for KubeVirt to create the VirtualMachineInstance"
+			return m
+		}
+		m.State, m.Progress = providers.PowerProvisioning, "waiting for KubeVirt to create the VirtualMachineInstance"
+		if vm.Status.PrintableStatus == kubevirtv1.VirtualMachineStatusCrashLoopBackOff {
+			m.Progress = "KubeVirt waits to restart the failed VirtualMachineInstance (CrashLoopBackOff)"
 		}
 		return m
 	}
@@ -63,6 +78,15 @@ func machineOf(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 		m.State, m.Progress = providers.PowerProvisioning, "the VirtualMachineInstance is shutting down"
 	}
 	return m
+}
+
+func hasStartRequest(vm *kubevirtv1.VirtualMachine) bool {
+	for _, r := range vm.Status.StateChangeRequests {
+		if r.Action == kubevirtv1.StartRequest {
+			return true
+		}
+	}
+	return false
 }
 
 // runStrategy is the VM's effective run strategy, the deprecated

@@ -178,7 +178,7 @@ func TestBuildErrorsNameTheProblem(t *testing.T) {
 }
 
 func TestMachineOf(t *testing.T) {
-	always, rerun, once := kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce
+	always, rerun, once, manual := kubevirtv1.RunStrategyAlways, kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce, kubevirtv1.RunStrategyManual
 	vm := func(rs *kubevirtv1.VirtualMachineRunStrategy) *kubevirtv1.VirtualMachine {
 		return &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", Namespace: "ns", UID: "vmuid"}, Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: rs}}
 	}
@@ -201,6 +201,8 @@ func TestMachineOf(t *testing.T) {
 		addrs int
 	}{
 		{"no instance yet", vm(&always), nil, providers.PowerProvisioning, 0},
+		{"no instance, RerunOnFailure restarting after a failure", vm(&rerun), nil, providers.PowerProvisioning, 0},
+		{"no instance, Manual: nothing will start one", vm(&manual), nil, providers.PowerStopped, 0},
 		{"scheduling", vm(&always), vmi(kubevirtv1.Scheduling, false), providers.PowerProvisioning, 0},
 		{"running, guest not ready: no address yet", vm(&always), vmi(kubevirtv1.Running, false), providers.PowerRunning, 0},
 		{"running and ready", vm(&always), vmi(kubevirtv1.Running, true), providers.PowerRunning, 2},
@@ -222,6 +224,15 @@ func TestMachineOf(t *testing.T) {
 				t.Errorf("first address = %s, want the IPv4 one", m.Addresses[0])
 			}
 		})
+	}
+	ended := vm(&rerun)
+	ended.Status.RunStrategy = rerun
+	if m := machineOf(ended, nil); m.State != providers.PowerStopped {
+		t.Errorf("RerunOnFailure after a clean end, no instance: %s, want Stopped", m.State)
+	}
+	ended.Status.StateChangeRequests = []kubevirtv1.VirtualMachineStateChangeRequest{{Action: kubevirtv1.StartRequest}}
+	if m := machineOf(ended, nil); m.State != providers.PowerProvisioning {
+		t.Errorf("RerunOnFailure with a start request (after a failure): %s, want Provisioning", m.State)
 	}
 	halted := vm(nil)
 	f := false

@@ -38,10 +38,13 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",namespace=hyperfleet-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler; it also watches the Secrets the
-// clusters reference, so a rotated credential is picked up at once.
+// clusters reference in the operator's namespace (the only Secrets the cache
+// holds), so a rotated credential there is picked up at once.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -141,10 +144,12 @@ func (r *Reconciler) observe(ctx context.Context, cluster *hypervisorv1alpha1.Hy
 }
 
 // retryAfter: a transient failure retries at the provider's hint (else 15 s);
-// a permanent one waits for the health-check interval or a Secret change.
+// a permanent one waits for the health-check interval, at most 30 s: Secrets
+// outside the operator's namespace are not watched, so a fixed or rotated
+// credential is noticed by looking again.
 func retryAfter(err error, interval time.Duration) time.Duration {
 	if _, permanent := providers.IsPermanent(err); permanent {
-		return interval
+		return min(interval, 30*time.Second)
 	}
 	if d := providers.RetryAfter(err); d > 0 {
 		return d

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"sort"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,9 +43,19 @@ type Registry struct {
 	// explains a cache miss (a Secret without the credentials label).
 	APIReader client.Reader
 	Factories map[hypervisorv1alpha1.ProviderType]Factory
+	// SecretTTL is how long a Secret read is reused (10 s): Secrets are read
+	// with a GET, never listed or watched cluster-wide, so a rotation takes
+	// effect within this long.
+	SecretTTL time.Duration
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]entry
+	secrets map[types.NamespacedName]secretRead
+}
+
+type secretRead struct {
+	secret *corev1.Secret
+	at     time.Time
 }
 
 type entry struct {
@@ -108,22 +119,48 @@ func (r *Registry) credentials(ctx context.Context, cluster *hypervisorv1alpha1.
 }
 
 func (r *Registry) secret(ctx context.Context, namespace, name, field string) (*corev1.Secret, error) {
+	return r.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: name}, field)
+}
+
+// Secret reads a credentials Secret for the field that names it. It reads
+// with a GET (the operator may not list or watch Secrets cluster-wide),
+// reusing a read for SecretTTL, and insists on the credentials label: only
+// Secrets marked for HyperFleet are read, whatever a spec points at.
+func (r *Registry) Secret(ctx context.Context, key types.NamespacedName, field string) (*corev1.Secret, error) {
+	ttl := r.SecretTTL
+	if ttl == 0 {
+		ttl = 10 * time.Second
+	}
+	r.mu.Lock()
+	if c, ok := r.secrets[key]; ok && time.Since(c.at) < ttl {
+		r.mu.Unlock()
+		return c.secret, nil
+	}
+	r.mu.Unlock()
+	reader := r.APIReader
+	if reader == nil {
+		reader = r.Client
+	}
 	secret := &corev1.Secret{}
-	err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, secret)
-	if err == nil {
-		return secret, nil
-	}
-	if !apierrors.IsNotFound(err) {
-		return nil, providers.Transient("SecretUnreadable", 0, err)
-	}
-	// The cache holds only labelled Secrets: tell "missing" from "unlabelled".
-	if r.APIReader != nil && r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &corev1.Secret{}) == nil {
+	if err := reader.Get(ctx, key, secret); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, providers.Transient("SecretUnreadable", 0, fmt.Errorf("reading Secret %s (%s): %w", key, field, err))
+		}
 		return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
-			"Secret %s/%s (%s) exists but lacks the label %s, so the operator cannot see it: add the label (in the ExternalSecret's target template)",
-			namespace, name, field, meta.CredentialsLabel), nil)
+			"Secret %s (%s) not found: create it, or check the ExternalSecret that syncs it", key, field), nil)
 	}
-	return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
-		"Secret %s/%s (%s) not found: create it, or check the ExternalSecret that syncs it", namespace, name, field), nil)
+	if _, ok := secret.Labels[meta.CredentialsLabel]; !ok {
+		return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
+			"Secret %s (%s) lacks the label %s, which marks the Secrets HyperFleet may read: add it (in the ExternalSecret's target template)",
+			key, field, meta.CredentialsLabel), nil)
+	}
+	r.mu.Lock()
+	if r.secrets == nil {
+		r.secrets = map[types.NamespacedName]secretRead{}
+	}
+	r.secrets[key] = secretRead{secret: secret, at: time.Now()}
+	r.mu.Unlock()
+	return secret, nil
 }
 
 func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.KeyReference) ([]byte, error) {

@@ -304,12 +304,15 @@ func (r *Reconciler) providerError(s *scope, err error) (ctrl.Result, error) {
 	return ctrl.Result{RequeueAfter: r.backoff.next(c.UID, providers.RetryAfter(err))}, nil
 }
 
-// userData reads cloud-init user data from a Secret key (cached: the Secret
-// needs the credentials label).
+// userData reads cloud-init user data from a Secret key (the Secret needs
+// the credentials label).
 func (r *Reconciler) userData(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (string, error) {
-	secret := &corev1.Secret{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, secret); err != nil {
-		return "", fmt.Errorf("the Secret %s (spec.userDataSecretRef) is not readable: %w; it needs the label %s", ref.Name, err, meta.CredentialsLabel)
+	secret, err := r.Hypervisors.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, "spec.userDataSecretRef")
+	if err != nil {
+		if p, ok := providers.IsPermanent(err); ok {
+			return "", errors.New(p.Message)
+		}
+		return "", err
 	}
 	v, ok := secret.Data[ref.Key]
 	if !ok {
