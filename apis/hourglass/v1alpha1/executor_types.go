@@ -129,7 +129,9 @@ type HourglassExecutorStatus struct {
 
 // HourglassExecutor runs the Hourglass executor of an EigenLayer AVS: a
 // Deployment and its configuration, with the operator keys from a Secret.
+// The name labels the executor Pods, so it must fit a label value.
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 63 characters (lowercase letters, digits, '-'): it names the executor Deployment and labels its Pods"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=hge;hges,categories=hyperfleet;hourglass
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1

@@ -53,8 +53,10 @@ type PerformerConfig struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.teeType) || (has(self.teeRequired) && self.teeRequired)",message="spec.hardwareRequirements.teeType requires teeRequired: true"
 // +kubebuilder:validation:XValidation:rule="!has(self.teeRequired) || !self.teeRequired || has(self.teeType)",message="spec.hardwareRequirements.teeType (sgx, sev or tdx) is required when teeRequired is true"
 type HardwareRequirements struct {
-	// GPUType, e.g. nvidia-a100; becomes a node selector.
+	// GPUType, e.g. nvidia-a100; becomes a node selector (see the operator's
+	// placement table), so it must be a valid label value.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
 	// +optional
 	GPUType string `json:"gpuType,omitempty"`
 	// GPUCount becomes an nvidia.com/gpu limit.
@@ -147,7 +149,10 @@ type PerformerStatus struct {
 
 // Performer runs one EigenLayer AVS performer as a Pod with a stable Service,
 // placed on the hardware it needs.
+// The name becomes the Service performer-<name>, a DNS label of at most 63
+// characters, hence the limit of 53.
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 53 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 53 characters (lowercase letters, digits, '-'): it names the Service performer-<name>"
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=perf;perfs,categories=hyperfleet;hourglass
 // +kubebuilder:printcolumn:name="AVS",type=string,JSONPath=`.spec.avsAddress`,priority=1

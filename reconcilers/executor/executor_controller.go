@@ -1,0 +1,142 @@
+// Package executor reconciles HourglassExecutors: the executor Deployment of
+// an EigenLayer AVS and the ConfigMap with its configuration (aggregator,
+// chains, the performers it may use), with the operator keys mounted from a
+// Secret the operator never reads. A changed configuration rolls the
+// Deployment through a hash in its Pod template.
+package executor
+
+import (
+	"context"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
+)
+
+// Reconciler reconciles HourglassExecutors.
+type Reconciler struct {
+	Client client.Client
+	// APIReader checks that the keys Secret exists, reading its metadata
+	// only. The operator watches no Secrets outside its own namespace, so a
+	// missing Secret is looked for again on a schedule (SecretRetryInterval).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// ClusterDomain is the DNS suffix of the performers' Services.
+	ClusterDomain string
+	// SecretRetryInterval is the longest wait before a missing keys Secret
+	// is looked for again (30 s). Early on it is looked for more often: an
+	// ExternalSecret applied with the executor usually syncs in seconds.
+	SecretRetryInterval time.Duration
+	// MaxConcurrentReconciles is the number of workers.
+	MaxConcurrentReconciles int
+}
+
+// +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=hourglassexecutors,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=hourglassexecutors/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=hourglassexecutors/finalizers,verbs=update
+// +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers,verbs=get;list;watch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
+
+// SetupWithManager registers the reconciler.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.ClusterDomain == "" {
+		r.ClusterDomain = performer.DefaultClusterDomain
+	}
+	if r.SecretRetryInterval <= 0 {
+		r.SecretRetryInterval = 30 * time.Second
+	}
+	if r.Scheme == nil {
+		r.Scheme = mgr.GetScheme()
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 2
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hourglassv1alpha1.HourglassExecutor{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&appsv1.Deployment{}).
+		Owns(&corev1.ConfigMap{}).
+		// The configuration lists the performers: one appearing, leaving or
+		// changing its labels or spec changes it. Status churn does not.
+		Watches(&hourglassv1alpha1.Performer{}, handler.EnqueueRequestsFromMapFunc(r.executorsInNamespace),
+			builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// executorsInNamespace: any executor of the namespace may select the
+// Performer, or have selected it before a label change; there are few.
+func (r *Reconciler) executorsInNamespace(ctx context.Context, o client.Object) []reconcile.Request {
+	var list hourglassv1alpha1.HourglassExecutorList
+	if err := r.Client.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	reqs := make([]reconcile.Request, 0, len(list.Items))
+	for _, e := range list.Items {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&e)})
+	}
+	return reqs
+}
+
+// scope carries one reconcile's observations into the status.
+type scope struct {
+	exec       *hourglassv1alpha1.HourglassExecutor
+	configHash string
+	deployment *appsv1.Deployment
+	// keysFound: the keys Secret exists (nil: not looked at).
+	keysFound *bool
+	outcome   outcome
+	requeue   time.Duration
+}
+
+// Reconcile drives one executor.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	e := &hourglassv1alpha1.HourglassExecutor{}
+	if err := r.Client.Get(ctx, req.NamespacedName, e); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := e.DeepCopy()
+	s := &scope{exec: e}
+	defer func() {
+		if retErr != nil && apierrors.IsConflict(retErr) {
+			retErr, result = nil, ctrl.Result{RequeueAfter: time.Second}
+			return
+		}
+		if retErr != nil {
+			s.outcome = retrying(retErr)
+		}
+		r.setStatus(s)
+		r.recordTransition(before, e, s)
+		if err := conditions.PatchStatus(ctx, r.Client, before, e); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	if !e.DeletionTimestamp.IsZero() {
+		s.outcome = deleting()
+		return ctrl.Result{}, nil
+	}
+	if err := r.reconcileExecutor(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: s.requeue}, nil
+}

@@ -1,0 +1,178 @@
+package executor_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	appsv1 "k8s.io/api/apps/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+)
+
+// One manager, with every reconciler, runs against the package's control
+// plane. No deployment controller runs: tests write the Deployment's
+// status as it would.
+func TestMain(m *testing.M) {
+	testenv.MainWith(m, func() (func(), error) {
+		ctrl.SetLogger(logr.Discard())
+		mgr, err := manager.New(testenv.Config(), manager.Options{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "hyperfleet-system"})
+		if err != nil {
+			return nil, err
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+			}
+		}, nil
+	})
+}
+
+type env struct {
+	t  *testing.T
+	ns string
+	c  client.Client
+}
+
+func newEnv(t *testing.T) *env {
+	t.Helper()
+	e := &env{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = e.c.DeleteAllOf(ctx, &hourglassv1alpha1.HourglassExecutor{}, client.InNamespace(e.ns))
+		_ = e.c.DeleteAllOf(ctx, &hourglassv1alpha1.Performer{}, client.InNamespace(e.ns))
+	})
+	return e
+}
+
+func (e *env) create(obj client.Object) {
+	e.t.Helper()
+	obj.SetNamespace(e.ns)
+	if err := e.c.Create(context.Background(), obj); err != nil {
+		e.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func (e *env) get(name string, obj client.Object) error {
+	return e.c.Get(context.Background(), client.ObjectKey{Namespace: e.ns, Name: name}, obj)
+}
+
+func (e *env) updateExecutor(name string, mutate func(*hourglassv1alpha1.HourglassExecutor)) {
+	e.t.Helper()
+	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+		x := &hourglassv1alpha1.HourglassExecutor{}
+		if err := e.get(name, x); err != nil {
+			return false, err.Error()
+		}
+		mutate(x)
+		if err := e.c.Update(context.Background(), x); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+// waitDeployment waits for the executor's Deployment to satisfy cond.
+func (e *env) waitDeployment(name string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
+	e.t.Helper()
+	d := &appsv1.Deployment{}
+	testenv.Eventually(e.t, 20*time.Second, func() (bool, string) {
+		if err := e.get(name, d); err != nil {
+			return false, err.Error()
+		}
+		return cond(d), fmt.Sprintf("generation %d, template annotations %v", d.Generation, d.Spec.Template.Annotations)
+	})
+	return d
+}
+
+// rollOut writes the Deployment's status as the deployment controller does
+// once every Pod of the current template is available.
+func (e *env) rollOut(d *appsv1.Deployment) {
+	e.t.Helper()
+	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+		latest := &appsv1.Deployment{}
+		if err := e.get(d.Name, latest); err != nil {
+			return false, err.Error()
+		}
+		n := *latest.Spec.Replicas
+		latest.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: latest.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
+			Conditions: []appsv1.DeploymentCondition{
+				{Type: appsv1.DeploymentAvailable, Status: "True", Reason: "MinimumReplicasAvailable"},
+				{Type: appsv1.DeploymentProgressing, Status: "True", Reason: "NewReplicaSetAvailable"},
+			},
+		}
+		if err := e.c.Status().Update(context.Background(), latest); err != nil {
+			return false, err.Error()
+		}
+		return true, ""
+	})
+}
+
+func (e *env) waitReason(name, reason string) *hourglassv1alpha1.HourglassExecutor {
+	e.t.Helper()
+	x := &hourglassv1alpha1.HourglassExecutor{}
+	testenv.Eventually(e.t, 20*time.Second, func() (bool, string) {
+		if err := e.get(name, x); err != nil {
+			return false, err.Error()
+		}
+		c := apimeta.FindStatusCondition(x.Status.Conditions, meta.ReadyCondition)
+		return c != nil && c.Reason == reason && c.ObservedGeneration == x.Generation, describe(x)
+	})
+	return x
+}
+
+func describe(x *hourglassv1alpha1.HourglassExecutor) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "available %d, configHash %s; ", x.Status.AvailableReplicas, x.Status.ConfigHash)
+	for _, c := range x.Status.Conditions {
+		fmt.Fprintf(&b, "%s=%s %s: %s; ", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func (e *env) events() []eventsv1.Event {
+	e.t.Helper()
+	var list eventsv1.EventList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (e *env) waitEvent(reason, want string) {
+	e.t.Helper()
+	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+		var seen []string
+		for _, ev := range e.events() {
+			seen = append(seen, ev.Reason+": "+ev.Note)
+			if ev.Reason == reason && strings.Contains(ev.Note, want) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("events: %q", seen)
+	})
+}
+
+func condition(x *hourglassv1alpha1.HourglassExecutor, t string) metav1.Condition {
+	if c := apimeta.FindStatusCondition(x.Status.Conditions, t); c != nil {
+		return *c
+	}
+	return metav1.Condition{}
+}

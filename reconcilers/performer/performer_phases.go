@@ -1,0 +1,447 @@
+package performer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+)
+
+// Event reasons.
+const (
+	EventPodCreated        = "PodCreated"
+	EventPodFailed         = "PodFailed"
+	EventPodPendingTimeout = "PodPendingTimeout"
+	EventUpgraded          = "Upgraded"
+)
+
+// Reasons a Pod was replaced, in events and the recreations metric.
+const (
+	recreateFailed  = "Failed"
+	recreatePending = "PendingTimeout"
+)
+
+// reconcilePods is the whole roll: replace what is dead or stuck, make the
+// desired revision's Pod, point the Service at the Ready one, and only then
+// remove what no longer serves.
+func (r *Reconciler) reconcilePods(ctx context.Context, s *scope) error {
+	p := s.perf
+	pods, err := r.ownedPods(ctx, p)
+	if err != nil {
+		return err
+	}
+	desired, hash, err := desiredPod(p, r.Placement)
+	var se *specError
+	if errors.As(err, &se) {
+		// Leave whatever runs alone: a Pod of the last good spec keeps serving.
+		s.old = pods
+		s.serving = pickServing(pods, r.servingHash(ctx, p))
+		s.outcome = invalidSpec(s, se)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	s.desired, s.hash = desired, hash
+
+	var current []*corev1.Pod
+	for _, pod := range pods {
+		if pod.Labels[LabelTemplateHash] == hash {
+			current = append(current, pod)
+		} else {
+			s.old = append(s.old, pod)
+		}
+	}
+	current, err = r.replaceBroken(ctx, s, current)
+	if err != nil {
+		return err
+	}
+	if err := r.removeTwins(ctx, current); err != nil {
+		return err
+	}
+	if len(current) > 0 {
+		s.current = current[0]
+	} else {
+		created, err := r.createPod(ctx, s)
+		if err != nil || created == nil {
+			return err
+		}
+		s.current = created
+	}
+
+	previousHash := r.servingHash(ctx, p)
+	routeTo, serving, keep := chooseRoute(s.current, s.old, previousHash, hash)
+	s.serving = serving
+	if err := r.ensureService(ctx, s, routeTo); err != nil {
+		if errors.As(err, &se) {
+			s.outcome = stalled(phaseFor(s), se.reason, se.message)
+			return nil
+		}
+		return err
+	}
+	s.serviceReady = true
+	if previousHash != "" && previousHash != hash && serving == s.current {
+		r.Recorder.Eventf(p, s.current, corev1.EventTypeNormal, EventUpgraded, "Upgrade",
+			"Version %s is Ready in Pod %s and the Service now routes to it", p.Spec.Version, s.current.Name)
+	}
+	// Only now, with the Service routed, may what it no longer needs go.
+	for _, pod := range s.old {
+		if keep[pod] {
+			continue
+		}
+		if err := r.deletePod(ctx, pod); err != nil {
+			return err
+		}
+	}
+	s.outcome = evaluate(s, r.PendingTimeout, r.ClusterDomain)
+	return nil
+}
+
+// ownedPods are the Performer's Pods that are not terminating, from the
+// cache. Terminating Pods are out of the count so a replacement is made
+// even while one hangs on a lost node.
+func (r *Reconciler) ownedPods(ctx context.Context, p *hourglassv1alpha1.Performer) ([]*corev1.Pod, error) {
+	return listOwned(ctx, r.Client, p)
+}
+
+func listOwned(ctx context.Context, c client.Reader, p *hourglassv1alpha1.Performer) ([]*corev1.Pod, error) {
+	var list corev1.PodList
+	if err := c.List(ctx, &list, client.InNamespace(p.Namespace), client.MatchingLabels(selectorLabels(p))); err != nil {
+		return nil, fmt.Errorf("listing the Pods of Performer %s: %w", p.Name, err)
+	}
+	var out []*corev1.Pod
+	for i := range list.Items {
+		pod := &list.Items[i]
+		if metav1.IsControlledBy(pod, p) && pod.DeletionTimestamp.IsZero() {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+// replaceBroken deletes the desired revision's Pods that failed or stayed
+// Pending past the bound, with an event saying why, and returns the rest.
+// The replacement is made by the caller in the same reconcile.
+func (r *Reconciler) replaceBroken(ctx context.Context, s *scope, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+	var keep []*corev1.Pod
+	for _, pod := range pods {
+		if (isFinished(pod) || pendingFor(pod, s.now) >= r.PendingTimeout) && !r.stillThere(ctx, pod) {
+			// Deleted by an earlier reconcile the cache has not caught up
+			// with: already replaced, so no second event or count.
+			continue
+		}
+		switch {
+		case isFinished(pod):
+			podRecreations.WithLabelValues(recreateFailed).Inc()
+			r.Recorder.Eventf(s.perf, pod, corev1.EventTypeWarning, EventPodFailed, "Recreate",
+				"Pod %s %s%s; creating a replacement", pod.Name, finishedVerb(pod), podCause(pod))
+		case pendingFor(pod, s.now) >= r.PendingTimeout:
+			podRecreations.WithLabelValues(recreatePending).Inc()
+			r.Recorder.Eventf(s.perf, pod, corev1.EventTypeWarning, EventPodPendingTimeout, "Recreate",
+				"Pod %s was Pending for longer than %s%s; creating a replacement", pod.Name, r.PendingTimeout, podCause(pod))
+		default:
+			if pod.Status.Phase == corev1.PodPending {
+				// Look again when the bound runs out, if nothing else happens first.
+				s.requeueWithin(r.PendingTimeout - pendingFor(pod, s.now))
+			}
+			keep = append(keep, pod)
+			continue
+		}
+		ctrl.LoggerFrom(ctx).Info("Replacing a broken performer Pod", "pod", pod.Name, "phase", pod.Status.Phase)
+		if err := r.deletePod(ctx, pod); err != nil {
+			return nil, err
+		}
+	}
+	return keep, nil
+}
+
+// stillThere asks the API server whether pod exists and is not being
+// deleted; only on the rare way to a replacement, so it costs little.
+func (r *Reconciler) stillThere(ctx context.Context, pod *corev1.Pod) bool {
+	live := &corev1.Pod{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(pod), live); err != nil {
+		// Unsure (an API error): act as if it is, deletion is idempotent.
+		return !apierrors.IsNotFound(err)
+	}
+	return live.UID == pod.UID && live.DeletionTimestamp.IsZero()
+}
+
+// removeTwins keeps the best Pod of a revision and deletes the others. Twins
+// only arise if the cache hid a fresh Pod from an earlier reconcile, which
+// createPod guards against; this makes the outcome right regardless.
+func (r *Reconciler) removeTwins(ctx context.Context, pods []*corev1.Pod) error {
+	sort.SliceStable(pods, func(i, j int) bool {
+		if ri, rj := isReady(pods[i]), isReady(pods[j]); ri != rj {
+			return ri
+		}
+		if !pods[i].CreationTimestamp.Equal(&pods[j].CreationTimestamp) {
+			return pods[i].CreationTimestamp.Before(&pods[j].CreationTimestamp)
+		}
+		return pods[i].Name < pods[j].Name
+	})
+	for _, extra := range pods[min(1, len(pods)):] {
+		ctrl.LoggerFrom(ctx).Info("Deleting a duplicate performer Pod", "pod", extra.Name)
+		if err := r.deletePod(ctx, extra); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// createPod makes the desired revision's Pod. It first asks the API server
+// itself whether one exists, since the cache may not show a Pod this
+// reconciler made a moment ago; a generated name would not catch the twin.
+// A nil Pod with no error means: wait for the cache.
+func (r *Reconciler) createPod(ctx context.Context, s *scope) (*corev1.Pod, error) {
+	live, err := listOwned(ctx, r.APIReader, s.perf)
+	if err != nil {
+		return nil, err
+	}
+	for _, pod := range live {
+		if pod.Labels[LabelTemplateHash] == s.hash && !isFinished(pod) {
+			s.outcome = progressing(hourglassv1alpha1.PerformerPending, ReasonPodStarting, fmt.Sprintf("Pod %s is being created", pod.Name))
+			s.requeueWithin(time.Second)
+			return nil, nil
+		}
+	}
+	pod := s.desired.DeepCopy()
+	if err := controllerutil.SetControllerReference(s.perf, pod, r.Scheme); err != nil {
+		return nil, err
+	}
+	if err := r.Client.Create(ctx, pod); err != nil {
+		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
+			// Admission refused it: a missing RuntimeClass, a quota, a
+			// policy. Someone must act; look again now and then, since the
+			// fix may be outside the Performer (installing the runtime).
+			s.outcome = stalled(phaseFor(s), ReasonPodRejected, fmt.Sprintf(
+				"the API server rejected the Pod: %v; fix the Performer, the placement table or the namespace's policy", err))
+			s.requeueWithin(time.Minute)
+			s.serving = pickServing(s.old, r.servingHash(ctx, s.perf))
+			return nil, nil
+		}
+		return nil, fmt.Errorf("creating the Pod: %w", err)
+	}
+	r.Recorder.Eventf(s.perf, pod, corev1.EventTypeNormal, EventPodCreated, "Create",
+		"Created Pod %s running %s", pod.Name, pod.Spec.Containers[0].Image)
+	return pod, nil
+}
+
+func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	// The UID precondition keeps a stale view from deleting a newer Pod.
+	err := r.Client.Delete(ctx, pod, client.Preconditions{UID: &pod.UID})
+	if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting Pod %s: %w", pod.Name, err)
+	}
+	return nil
+}
+
+// servingHash is the revision the Service routes to now, "" if none.
+func (r *Reconciler) servingHash(ctx context.Context, p *hourglassv1alpha1.Performer) string {
+	svc := &corev1.Service{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ServiceName(p.Name)}, svc); err != nil {
+		return ""
+	}
+	if !metav1.IsControlledBy(svc, p) {
+		return ""
+	}
+	return svc.Spec.Selector[LabelTemplateHash]
+}
+
+// chooseRoute decides which revision the Service routes to, which Pod
+// serves, and which Pods of older revisions must stay. The new revision
+// takes over only once its Pod is Ready. Until then the revision routed to
+// now keeps all its running Pods, even one that fails a readiness probe for
+// a moment, so a blip during an upgrade cannot cut the old Pod loose.
+func chooseRoute(current *corev1.Pod, old []*corev1.Pod, routed, desired string) (string, *corev1.Pod, map[*corev1.Pod]bool) {
+	if isReady(current) {
+		return desired, current, nil
+	}
+	if routed != "" && routed != desired {
+		keep := map[*corev1.Pod]bool{}
+		var serving *corev1.Pod
+		for _, pod := range old {
+			if pod.Labels[LabelTemplateHash] != routed || isFinished(pod) {
+				continue
+			}
+			keep[pod] = true
+			if isReady(pod) {
+				serving = pod
+			}
+		}
+		if len(keep) > 0 {
+			return routed, serving, keep
+		}
+	}
+	if pod := pickServing(old, ""); pod != nil {
+		return pod.Labels[LabelTemplateHash], pod, map[*corev1.Pod]bool{pod: true}
+	}
+	return desired, nil, nil
+}
+
+// pickServing chooses, among Pods of older revisions, the Ready one to keep
+// serving: the one the Service routes to if Ready, else the newest Ready.
+func pickServing(pods []*corev1.Pod, routed string) *corev1.Pod {
+	var best *corev1.Pod
+	for _, pod := range pods {
+		if !isReady(pod) {
+			continue
+		}
+		if routed != "" && pod.Labels[LabelTemplateHash] == routed {
+			return pod
+		}
+		if best == nil || best.CreationTimestamp.Before(&pod.CreationTimestamp) {
+			best = pod
+		}
+	}
+	return best
+}
+
+// ensureService makes the Service route to the revision hash. It applies
+// only when something differs, so a Pod's every status change does not
+// cost a write.
+func (r *Reconciler) ensureService(ctx context.Context, s *scope, hash string) error {
+	p := s.perf
+	existing := &corev1.Service{}
+	err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ServiceName(p.Name)}, existing)
+	switch {
+	case apierrors.IsNotFound(err):
+		existing = nil
+	case err != nil:
+		return fmt.Errorf("reading the Service: %w", err)
+	case !metav1.IsControlledBy(existing, p):
+		return &specError{reason: ReasonServiceConflict, message: fmt.Sprintf(
+			"Service %s exists and is not managed by this Performer: delete or rename it so the operator can make its own", existing.Name)}
+	}
+	want, err := r.desiredService(p, hash)
+	if err != nil {
+		return err
+	}
+	if existing != nil && serviceUpToDate(existing, want) {
+		return nil
+	}
+	if err := apply(ctx, r.Client, want); err != nil {
+		return fmt.Errorf("applying the Service: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) desiredService(p *hourglassv1alpha1.Performer, hash string) (*corev1.Service, error) {
+	selector := selectorLabels(p)
+	if hash != "" {
+		selector[LabelTemplateHash] = hash
+	}
+	// else a Pod of the original operator (no revision label) serves; the
+	// Service selects by Performer alone until a Pod of ours is Ready.
+	svc := &corev1.Service{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:      ServiceName(p.Name),
+			Namespace: p.Namespace,
+			Labels:    commonLabels(p),
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selector,
+			// The port is the spec's; the target is the port's name, so the
+			// Pod of an older revision still gets traffic on its own port
+			// until the new one takes over.
+			Ports: []corev1.ServicePort{{
+				Name: portName, Port: GRPCPort(p), TargetPort: intstr.FromString(portName), Protocol: corev1.ProtocolTCP,
+			}},
+		},
+	}
+	if err := controllerutil.SetControllerReference(p, svc, r.Scheme); err != nil {
+		return nil, err
+	}
+	return svc, nil
+}
+
+func serviceUpToDate(have, want *corev1.Service) bool {
+	if have.Spec.Type != want.Spec.Type || !maps.Equal(have.Spec.Selector, want.Spec.Selector) || len(have.Spec.Ports) != len(want.Spec.Ports) {
+		return false
+	}
+	for i, w := range want.Spec.Ports {
+		h := have.Spec.Ports[i]
+		if h.Name != w.Name || h.Port != w.Port || h.TargetPort != w.TargetPort || h.Protocol != w.Protocol {
+			return false
+		}
+	}
+	for k, v := range want.Labels {
+		if have.Labels[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// Pod state helpers.
+
+func isReady(pod *corev1.Pod) bool {
+	if pod == nil || pod.Status.Phase != corev1.PodRunning {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// isFinished: with restartPolicy Always a Pod only ends when something
+// outside it gave up on it (eviction, node shutdown); it never comes back.
+func isFinished(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded
+}
+
+func finishedVerb(pod *corev1.Pod) string {
+	if pod.Status.Phase == corev1.PodSucceeded {
+		return "exited"
+	}
+	return "failed"
+}
+
+// pendingFor is how long pod has been Pending at now; 0 if it is not.
+func pendingFor(pod *corev1.Pod, now time.Time) time.Duration {
+	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+		return 0
+	}
+	return now.Sub(pod.CreationTimestamp.Time)
+}
+
+// podCause is a short " (reason: message)" from the Pod's status, for events.
+func podCause(pod *corev1.Pod) string {
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		return fmt.Sprintf(" (%s: %s)", pod.Status.Reason, pod.Status.Message)
+	}
+	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse {
+		return fmt.Sprintf(" (%s: %s)", c.Reason, c.Message)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if w := cs.State.Waiting; w != nil && w.Reason != "" {
+			return fmt.Sprintf(" (container %s: %s)", cs.Name, w.Reason)
+		}
+	}
+	return ""
+}
+
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
+}
