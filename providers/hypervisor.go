@@ -86,8 +86,8 @@ type Machine struct {
 	ProviderID string
 	// UID is the hypervisor's own unique identifier of the machine, when it
 	// has one (a KubeVirt VirtualMachine's UID).
-	UID string
-	State      PowerState
+	UID   string
+	State PowerState
 	// Node the machine runs on now.
 	Node string
 	// Addresses the guest reports; empty until it has booted far enough.

@@ -24,6 +24,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.ProxmoxAddr, "proxmox-sim-address", "127.0.0.1:8006", "Address of the simulated Proxmox VE API; empty runs no simulator.")
 	fs.StringVar(&o.SandboxNamespace, "sandbox-namespace", "sandbox", "Namespace of the objects that use the simulators.")
 	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to create on the simulated Proxmox.")
+	fs.BoolVar(&o.KubeVirt, "kubevirt-sim", true, "Run the KubeVirt simulator (VirtualMachine CRDs and a stand-in for virt-controller and virt-handler) for Cyberdesks and kubevirt clusters.")
 	logOpts.BindFlags(fs, "console")
 	if _, err := parseWithLogger(fs, args, &logOpts); err != nil {
 		return err

@@ -23,6 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/manifests"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/kustomize/crd"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/samples"
 )
@@ -51,6 +52,12 @@ type Options struct {
 	SandboxNamespace string
 	// DemoClaims is how many MachineClaims the sandbox creates on the simulator.
 	DemoClaims int
+
+	// KubeVirt runs kubevirtsim in place of KubeVirt's controllers, so the
+	// sample Cyberdesk and kubevirt MachineClaims come up.
+	KubeVirt bool
+	// KubeVirtLatencies overrides the simulator's realistic boot latencies.
+	KubeVirtLatencies *kubevirtsim.Latencies
 }
 
 // Run brings the sandbox up, blocks until ctx ends, then tears it down.
@@ -66,6 +73,9 @@ func Run(ctx context.Context, o Options) error {
 	crds, err := crd.CRDs()
 	if err != nil {
 		return err
+	}
+	if o.KubeVirt {
+		crds = append(crds, kubevirtsim.CRDs()...)
 	}
 	say("==> Starting etcd and kube-apiserver from %s and installing %d CRDs", dir, len(crds))
 	plane, err := controlplane.Start(controlplane.Options{BinaryDir: dir, CRDs: crds})
@@ -111,6 +121,15 @@ func Run(ctx context.Context, o Options) error {
 		say("==> Created HypervisorCluster pve-sim, template ubuntu-sim and %d MachineClaims in namespace %s", o.DemoClaims, o.SandboxNamespace)
 	}
 
+	if o.KubeVirt {
+		sim, err := startKubeVirt(ctx, plane.Config, c, o)
+		if err != nil {
+			return err
+		}
+		defer sim.Stop()
+		say("==> KubeVirt simulator running (VirtualMachines boot in about 30 s); Cyberdesk template in ConfigMap %s/cyberdesk-vm-template", o.Manager.OperatorNamespace)
+	}
+
 	say("==> Starting the HyperFleet manager in-process (leader election in namespace %s)", o.Manager.OperatorNamespace)
 	mgrDone, err := startManager(ctx, plane.Config, o.Manager)
 	if err != nil {
@@ -135,6 +154,10 @@ func Run(ctx context.Context, o Options) error {
 	say("  kubectl get hypervisorclusters,hypervisormachinetemplates,machineclaims,runnerpools,cyberdesks,performers,hourglassexecutors -A")
 	if o.ProxmoxAddr != "" {
 		say("  kubectl get hypervisorclusters,machineclaims -n %s -w     # watch the demo claims reach Ready", o.SandboxNamespace)
+	}
+	if o.KubeVirt {
+		say("  kubectl get cyberdesks,vm,vmi -A                            # the sample desktop boots on the KubeVirt simulator")
+		say("  kubectl edit configmap -n %s cyberdesk-vm-template   # changes the next desktops", o.Manager.OperatorNamespace)
 	}
 	say("  kubectl explain machineclaim.spec")
 	if o.Manager.MetricsAddr != "0" {

@@ -20,6 +20,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/sandbox"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -49,6 +50,7 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	out := &syncBuffer{}
 	ready := make(chan string, 1)
 	fast := proxmoxsim.DefaultLatencies()
+	kvFast := kubevirtsim.DefaultLatencies()
 	opts := sandbox.Options{
 		StateDir:         t.TempDir(),
 		SamplesNamespace: "samples",
@@ -58,12 +60,14 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 			LeaderElectionNamespace: "hyperfleet-system", Identity: "sandbox-test",
 			LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second,
 		},
-		Out:              out,
-		Ready:            func(kubeconfig string) { ready <- kubeconfig },
-		ProxmoxAddr:      "127.0.0.1:0",
-		ProxmoxLatencies: &fast,
-		SandboxNamespace: "sandbox",
-		DemoClaims:       2,
+		Out:               out,
+		Ready:             func(kubeconfig string) { ready <- kubeconfig },
+		ProxmoxAddr:       "127.0.0.1:0",
+		ProxmoxLatencies:  &fast,
+		SandboxNamespace:  "sandbox",
+		DemoClaims:        2,
+		KubeVirt:          true,
+		KubeVirtLatencies: &kvFast,
 	}
 	done := make(chan error, 1)
 	go func() { done <- sandbox.Run(ctx, opts) }()
@@ -139,6 +143,21 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
+	}
+
+	// The sample Cyberdesk boots on the KubeVirt simulator from the template
+	// ConfigMap the sandbox installed.
+	desk := &cyberdeskv1alpha1.Cyberdesk{}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		err := c.Get(ctx, types.NamespacedName{Namespace: "samples", Name: "alice-desktop"}, desk)
+		if err == nil && desk.Status.Phase == cyberdeskv1alpha1.CyberdeskRunning {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sample Cyberdesk is not Running within 90s: %v %+v", err, desk.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 
 	cancel()

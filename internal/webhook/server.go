@@ -110,7 +110,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 		return fmt.Errorf("webhook receiver: listening on %s: %w", r.Addr, err)
 	}
 	srv := &http.Server{Handler: r.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
-	go func() {
+	go func() { //nolint:gosec // the shutdown outlives ctx by design: it starts when ctx ends
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -56,7 +56,7 @@ func TestRender(t *testing.T) {
 		{name: "all variables", in: "${vm_name}/${namespace}/${cyberdesk_name}/${managed_by}/${user_data_base64}", want: "cyberdesk-a/ns/a/hf/eA=="},
 		{name: "no placeholders", in: "plain: text\n", want: "plain: text\n"},
 		{name: "a lone dollar stays", in: "cost: $5", want: "cost: $5"},
-		{name: "unknown variable named", in: "a: 1\nb: ${vm_nmae}\n", err: "line 2: unknown variable ${vm_nmae}"},
+		{name: "unknown variable named", in: "a: 1\nb: ${vm_nmea}\n", err: "line 2: unknown variable ${vm_nmea}"},
 		{name: "unclosed", in: "name: ${vm_name\nx: y", err: "never closed"},
 		{name: "missing value", in: "${managed_by}", err: "${managed_by} has no value"},
 	}
@@ -159,7 +159,7 @@ func TestBuildErrorsNameTheProblem(t *testing.T) {
 	p := testProvider(t)
 	for name, tc := range map[string]struct{ tmpl, want string }{
 		"unknown variable": {strings.Replace(cyberdeskTemplate, "${cyberdesk_name}", "${desk}", 1), "unknown variable ${desk}"},
-		"unknown field":    {strings.Replace(cyberdeskTemplate, "running: true", "runing: true", 1), "runing"},
+		"unknown field":    {strings.Replace(cyberdeskTemplate, "running: true", "runnning: true", 1), "runnning"},
 		"wrong kind":       {strings.Replace(cyberdeskTemplate, "kind: VirtualMachine", "kind: Pod", 1), `kind is "Pod"`},
 		"no template":      {"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nspec: {}\n", "spec.template"},
 		"bad base64":       {strings.Replace(cyberdeskTemplate, "${user_data_base64}", "'!!'", 1), "not valid base64"},

@@ -22,6 +22,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -35,11 +36,21 @@ func TestMain(m *testing.M) {
 			ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second,
 			OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: 2 * time.Second,
 		}
-		mgr, err := manager.New(testenv.Config(), opts)
-		if err != nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		var err error
+		if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
+			cancel()
 			return nil, err
 		}
-		ctx, cancel := context.WithCancel(context.Background())
+		if kvSim, err = kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()}); err != nil {
+			cancel()
+			return nil, err
+		}
+		mgr, err := manager.New(testenv.Config(), opts)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
 		return func() {
@@ -47,9 +58,13 @@ func TestMain(m *testing.M) {
 			if err := <-done; err != nil {
 				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
 			}
+			kvSim.Stop()
 		}, nil
 	})
 }
+
+// kvSim plays KubeVirt for the package's KubeVirt tests.
+var kvSim *kubevirtsim.Simulator
 
 const templateVMID = 9000
 

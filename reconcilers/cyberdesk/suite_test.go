@@ -1,0 +1,322 @@
+package cyberdesk_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/yaml"
+
+	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	cyberdesktemplate "github.com/hyperfleet/hyperfleet/kustomize/cyberdesk"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/providers/supabase"
+)
+
+const operatorNamespace = "hyperfleet-system"
+
+var (
+	sim      *kubevirtsim.Simulator
+	supa     *postgrest
+	mgrMu    sync.Mutex
+	stopMgr  func()
+	mgrOpts  manager.Options
+	rootCtx  = context.Background()
+	testLogs = logr.Discard()
+)
+
+// One manager with every reconciler runs for the package, against the
+// real control plane and kubevirtsim playing KubeVirt; a stand-in Supabase
+// receives the status export. Tests run one after another: some edit the
+// shared template ConfigMap or restart the manager.
+func TestMain(m *testing.M) {
+	testenv.MainWith(m, func() (func(), error) {
+		ctrl.SetLogger(testLogs)
+		ctx, cancel := context.WithCancel(context.Background())
+		var err error
+		if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
+			cancel()
+			return nil, err
+		}
+		if sim, err = kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: testLogs}); err != nil {
+			cancel()
+			return nil, err
+		}
+		c := testenv.Client()
+		supa = &postgrest{rows: map[string]supabase.Row{}}
+		hs := httptest.NewServer(supa)
+		for _, obj := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
+			&corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "supabase", Namespace: operatorNamespace},
+				StringData: map[string]string{"SUPABASE_URL": hs.URL, "SUPABASE_KEY": supabaseKey},
+			},
+		} {
+			if err := c.Create(ctx, obj); err != nil {
+				cancel()
+				return nil, err
+			}
+		}
+		if err := resetTemplate(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
+		mgrOpts = manager.Options{
+			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
+			ObserveInterval: time.Second, FinalizationTimeout: 30 * time.Second,
+			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
+			SkipControllerNameValidation: true,
+			Cyberdesk: manager.CyberdeskOptions{
+				TemplateConfigMap: "cyberdesk-vm-template", ManagedBy: "cyberdesk-operator",
+				SupabaseSecret: "supabase", SupabaseTimeout: 5 * time.Second,
+			},
+		}
+		if err := startManager(); err != nil {
+			cancel()
+			return nil, err
+		}
+		return func() {
+			mgrMu.Lock()
+			stopMgr()
+			mgrMu.Unlock()
+			sim.Stop()
+			hs.Close()
+			cancel()
+		}, nil
+	})
+}
+
+// startManager starts a manager; stopMgr stops it and waits.
+func startManager() error {
+	mgr, err := manager.New(testenv.Config(), mgrOpts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(rootCtx)
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	stopMgr = func() {
+		cancel()
+		if err := <-done; err != nil {
+			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+		}
+	}
+	return nil
+}
+
+// resetTemplate writes the ConfigMap the kustomize base ships.
+func resetTemplate(ctx context.Context) error {
+	cm := &corev1.ConfigMap{}
+	if err := yaml.Unmarshal(cyberdesktemplate.VMTemplateConfigMap, cm); err != nil {
+		return err
+	}
+	return setTemplate(ctx, cm.Data["template.yaml"])
+}
+
+func setTemplate(ctx context.Context, text string) error {
+	c := testenv.Client()
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cyberdesk-vm-template", Namespace: operatorNamespace}}
+	err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm)
+	if apierrors.IsNotFound(err) {
+		cm.Data = map[string]string{"template.yaml": text}
+		return c.Create(ctx, cm)
+	}
+	if err != nil {
+		return err
+	}
+	cm.Data = map[string]string{"template.yaml": text}
+	return c.Update(ctx, cm)
+}
+
+func templateText(t *testing.T) string {
+	t.Helper()
+	cm := &corev1.ConfigMap{}
+	if err := yaml.Unmarshal(cyberdesktemplate.VMTemplateConfigMap, cm); err != nil {
+		t.Fatal(err)
+	}
+	return cm.Data["template.yaml"]
+}
+
+// lab is one test's namespace.
+type lab struct {
+	t  *testing.T
+	ns string
+	c  client.Client
+}
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	return &lab{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
+}
+
+func (l *lab) desk(name string, timeoutMs int64, mutate ...func(*cyberdeskv1alpha1.Cyberdesk)) *cyberdeskv1alpha1.Cyberdesk {
+	l.t.Helper()
+	d := &cyberdeskv1alpha1.Cyberdesk{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns},
+		Spec:       cyberdeskv1alpha1.CyberdeskSpec{TimeoutMs: timeoutMs, UserData: "#cloud-config\nusers: [{name: " + name + "}]\n"},
+	}
+	for _, m := range mutate {
+		m(d)
+	}
+	if err := l.c.Create(rootCtx, d); err != nil {
+		l.t.Fatalf("creating Cyberdesk %s: %v", name, err)
+	}
+	return d
+}
+
+func (l *lab) get(name string) (*cyberdeskv1alpha1.Cyberdesk, error) {
+	d := &cyberdeskv1alpha1.Cyberdesk{}
+	return d, l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: name}, d)
+}
+
+func (l *lab) waitPhase(name string, phase cyberdeskv1alpha1.CyberdeskPhase, timeout time.Duration) *cyberdeskv1alpha1.Cyberdesk {
+	l.t.Helper()
+	var d *cyberdeskv1alpha1.Cyberdesk
+	testenv.Eventually(l.t, timeout, func() (bool, string) {
+		var err error
+		if d, err = l.get(name); err != nil {
+			return false, err.Error()
+		}
+		return d.Status.Phase == phase, describe(d)
+	})
+	return d
+}
+
+func (l *lab) waitGone(obj client.Object, timeout time.Duration) {
+	l.t.Helper()
+	testenv.Eventually(l.t, timeout, func() (bool, string) {
+		err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: obj.GetName()}, obj)
+		return apierrors.IsNotFound(err), fmt.Sprintf("%T %s still there (err %v)", obj, obj.GetName(), err)
+	})
+}
+
+// nothingLeft checks a desk's VM, instance and cloud-init Secret are gone.
+func (l *lab) nothingLeft(desk string, timeout time.Duration) {
+	l.t.Helper()
+	vm := "cyberdesk-" + desk
+	l.waitGone(&kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: vm}}, timeout)
+	l.waitGone(&kubevirtv1.VirtualMachineInstance{ObjectMeta: metav1.ObjectMeta{Name: vm}}, timeout)
+	l.waitGone(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: vm + "-cloudinit"}}, timeout)
+}
+
+// vms lists the namespace's VirtualMachines made for Cyberdesks.
+func (l *lab) vms() []kubevirtv1.VirtualMachine {
+	l.t.Helper()
+	var list kubevirtv1.VirtualMachineList
+	if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns), client.MatchingLabels{kubevirt.LabelOwnerKind: "Cyberdesk"}); err != nil {
+		l.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func describe(d *cyberdeskv1alpha1.Cyberdesk) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "phase %q; ", d.Status.Phase)
+	for _, c := range d.Status.Conditions {
+		fmt.Fprintf(&b, "%s=%s %s: %s; ", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func readyReason(d *cyberdeskv1alpha1.Cyberdesk) (string, string) {
+	c := apimeta.FindStatusCondition(d.Status.Conditions, meta.ReadyCondition)
+	if c == nil {
+		return "", ""
+	}
+	return c.Reason, c.Message
+}
+
+// metric reads a counter or gauge from the manager's registry.
+func metric(t *testing.T, name string) float64 {
+	t.Helper()
+	families, err := metrics.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		sum := 0.0
+		for _, m := range f.GetMetric() {
+			switch {
+			case m.Counter != nil:
+				sum += m.Counter.GetValue()
+			case m.Gauge != nil:
+				sum += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				sum += float64(m.Histogram.GetSampleCount())
+			}
+		}
+		return sum
+	}
+	t.Fatalf("metric %s is not exported", name)
+	return 0
+}
+
+const supabaseKey = "test-service-role-key"
+
+// postgrest is a stand-in Supabase REST endpoint that accepts only
+// well-formed upserts into cyberdesk_instances.
+type postgrest struct {
+	mu   sync.Mutex
+	rows map[string]supabase.Row
+	bad  []string
+}
+
+func (p *postgrest) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case r.Method != http.MethodPost || r.URL.Path != "/rest/v1/cyberdesk_instances" || r.URL.Query().Get("on_conflict") != "id":
+		p.bad = append(p.bad, r.Method+" "+r.URL.String())
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	case r.Header.Get("apikey") != supabaseKey || r.Header.Get("Authorization") != "Bearer "+supabaseKey:
+		p.bad = append(p.bad, "bad credentials")
+		http.Error(w, "unauthorized", http.StatusUnauthorized)
+		return
+	case !strings.Contains(r.Header.Get("Prefer"), "resolution=merge-duplicates"):
+		p.bad = append(p.bad, "no merge-duplicates")
+		http.Error(w, "bad request", http.StatusBadRequest)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var rows []supabase.Row
+	if err := yaml.Unmarshal(body, &rows); err != nil {
+		p.bad = append(p.bad, "body: "+err.Error())
+		http.Error(w, "bad body", http.StatusBadRequest)
+		return
+	}
+	for _, row := range rows {
+		p.rows[row.Namespace+"/"+row.ID] = row
+	}
+	w.WriteHeader(http.StatusCreated)
+}
+
+func (p *postgrest) row(ns, id string) (supabase.Row, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	r, ok := p.rows[ns+"/"+id]
+	return r, ok
+}
