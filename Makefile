@@ -44,7 +44,7 @@ vet: ## go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: controlplane verify vet lint ## Everything CI checks: verify, vet, lint, then the suite against a real kube-apiserver and etcd.
+test: controlplane verify vet lint alerts ## Everything CI checks: verify, vet, lint, the alerts with promtool, then the suite against a real kube-apiserver and etcd.
 	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: lint
@@ -68,3 +68,12 @@ help: ## This help.
 .PHONY: bench
 bench: controlplane ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes).
 	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/bench/
+
+##@ Delivery
+.PHONY: chart
+chart: ## Generate the Helm chart (charts/hyperfleet) and Argo CD's health checks (argocd/argocd-cm-patch.yaml) from kustomize/.
+	$(GO) run ./hack/chartgen
+
+.PHONY: alerts
+alerts: ## promtool check and unit-test alerts/ (hack/promtool.sh installs Debian's prometheus package when promtool is missing).
+	PROMTOOL="$$(hack/promtool.sh --path)" $(GO) test -count=1 ./alerts/

@@ -8,15 +8,16 @@ cd "$root"
 
 generated() {
   local dirs=() d
-  for d in apis kustomize/crd/bases kustomize/rbac; do [ -d "$d" ] && dirs+=("$d"); done
-  find "${dirs[@]}" -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' \) | sort | xargs -r sha256sum
+  for d in apis kustomize/crd/bases kustomize/rbac charts/hyperfleet argocd/argocd-cm-patch.yaml; do [ -e "$d" ] && dirs+=("$d"); done
+  find "${dirs[@]}" -type f \( -name 'zz_generated.*.go' -o -name '*.yaml' -o -name '*.tpl' -o -name '.helmignore' -o -name '*.md' \) | sort | xargs -r sha256sum
 }
 
 before="$(generated)"
-make --no-print-directory -s generate manifests
+# chart after manifests: the Helm chart and Argo CD patch are built from kustomize/.
+make --no-print-directory -s generate manifests chart
 after="$(generated)"
 if [ "$before" != "$after" ]; then
-  echo "verify: generated files were stale; 'make generate manifests' has now rewritten them:" >&2
+  echo "verify: generated files were stale; 'make generate manifests chart' has now rewritten them:" >&2
   diff <(echo "$before") <(echo "$after") | sed -n 's/^> [0-9a-f]*  /  /p' >&2
   exit 1
 fi

@@ -48,6 +48,8 @@ type Options struct {
 	// Cyberdesk and Hourglass configure those kinds' reconcilers.
 	Cyberdesk CyberdeskOptions
 	Hourglass HourglassOptions
+	// Runners configure RunnerPools and the webhook receiver.
+	Runners RunnerOptions
 }
 
 // BindFlags registers the manager's flags on fs.
@@ -72,6 +74,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", "", "The operator's own namespace. Default: POD_NAMESPACE, the in-cluster namespace, or hyperfleet-system.")
 	o.Cyberdesk.bindFlags(fs)
 	o.Hourglass.bindFlags(fs)
+	o.Runners.bindFlags(fs)
 }
 
 // Complete fills defaults from the environment and checks the values.

@@ -49,5 +49,8 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	if err := setupCyberdesk(mgr, o); err != nil {
 		return err
 	}
+	if err := setupRunners(mgr, o, registry); err != nil {
+		return err
+	}
 	return setupHourglass(mgr, o)
 }

@@ -1,0 +1,101 @@
+// Package alerts_test checks alerts/prometheusrule.yaml with promtool, from
+// Debian's prometheus package (hack/promtool.sh installs it; make alerts).
+package alerts_test
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// promtool finds promtool: $PROMTOOL, else on PATH. In CI a missing promtool
+// fails the test; elsewhere it skips with how to install it.
+func promtool(t *testing.T) string {
+	t.Helper()
+	if p := os.Getenv("PROMTOOL"); p != "" {
+		return p
+	}
+	p, err := exec.LookPath("promtool")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool is not installed; `make alerts` (hack/promtool.sh) installs it")
+		}
+		t.Skip("promtool is not installed; `make alerts` (hack/promtool.sh) installs Debian's prometheus package")
+	}
+	return p
+}
+
+// rulesDir writes the PrometheusRule's spec as a plain rules file beside a
+// copy of the unit tests, which name it rules.yaml.
+func rulesDir(t *testing.T) (string, []string) {
+	t.Helper()
+	data, err := os.ReadFile("prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		Kind string         `json:"kind"`
+		Spec map[string]any `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.Kind != "PrometheusRule" || pr.Spec["groups"] == nil {
+		t.Fatalf("prometheusrule.yaml holds a %q with no groups", pr.Kind)
+	}
+	rules, err := yaml.Marshal(pr.Spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests, err := filepath.Glob(filepath.Join("tests", "*.yaml"))
+	if err != nil || len(tests) == 0 {
+		t.Fatalf("no tests in alerts/tests: %v", err)
+	}
+	var names []string
+	for _, f := range tests {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, filepath.Base(f))
+	}
+	return dir, names
+}
+
+func run(t *testing.T, dir, bin string, args ...string) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+func TestRulesCheck(t *testing.T) {
+	bin := promtool(t)
+	dir, _ := rulesDir(t)
+	run(t, dir, bin, "check", "rules", "rules.yaml")
+}
+
+// Each alert's unit tests: it fires when it should and stays quiet when not.
+func TestRulesUnitTests(t *testing.T) {
+	bin := promtool(t)
+	dir, tests := rulesDir(t)
+	for _, f := range tests {
+		t.Run(strings.TrimSuffix(f, ".yaml"), func(t *testing.T) {
+			run(t, dir, bin, "test", "rules", f)
+		})
+	}
+}

@@ -1,0 +1,101 @@
+package gitops_test
+
+import (
+	"context"
+	"testing"
+
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/hyperfleet/hyperfleet/internal/gitops"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+)
+
+type access struct {
+	verb, group, resource, namespace string
+	path                             string // a non-resource URL instead
+	allowed                          bool
+}
+
+// The RBAC of the base and the monitoring component, applied to a real API
+// server, grants the manager what it needs and not more, and the scraper
+// /metrics only — asked of the API server's authorizer as SubjectAccessReviews.
+func TestRBACGrantsWhatIsNeeded(t *testing.T) {
+	ctx := context.Background()
+	c := testenv.Client()
+	objs := built(t, gitops.BaseDir, gitops.MonitoringDir)
+	for _, u := range objs {
+		if u.GetKind() == "Namespace" {
+			ns := &corev1.Namespace{}
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, ns); err != nil {
+				t.Fatal(err)
+			}
+			createNamespace(t, ns)
+		}
+	}
+	for _, u := range objs {
+		switch u.GetKind() {
+		case "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			if err := apply(ctx, c, u.DeepCopy(), false); err != nil {
+				t.Fatalf("%s: %v", gitops.ID(u), err)
+			}
+		}
+	}
+	ns := gitops.Namespace
+	manager := []access{
+		{verb: "get", group: "coordination.k8s.io", resource: "leases", namespace: ns, allowed: true},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: ns, allowed: true},
+		{verb: "update", group: "coordination.k8s.io", resource: "leases", namespace: ns, allowed: true},
+		{verb: "create", group: "coordination.k8s.io", resource: "leases", namespace: "default", allowed: false},
+		{verb: "create", resource: "events", namespace: ns, allowed: true},
+		{verb: "create", group: "events.k8s.io", resource: "events", namespace: ns, allowed: true},
+		{verb: "get", resource: "secrets", namespace: ns, allowed: true},
+		{verb: "create", group: "authentication.k8s.io", resource: "tokenreviews", allowed: true},
+		{verb: "create", group: "authorization.k8s.io", resource: "subjectaccessreviews", allowed: true},
+		{verb: "watch", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: true},
+		{verb: "patch", group: "hypervisor.hyperfleet.io", resource: "machineclaims/status", allowed: true},
+		{verb: "watch", group: "cyberdesk.io", resource: "cyberdesks", allowed: true},
+		{verb: "watch", group: "hourglass.eigenlayer.io", resource: "performers", allowed: true},
+		{verb: "create", group: "kubevirt.io", resource: "virtualmachines", namespace: "desks", allowed: true},
+		{verb: "get", resource: "configmaps", namespace: ns, allowed: true},
+		// Not more.
+		{verb: "create", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: false},
+		{verb: "delete", resource: "namespaces", allowed: false},
+		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings", allowed: false},
+		{verb: "create", resource: "pods/exec", namespace: ns, allowed: false},
+		{verb: "get", path: "/metrics", allowed: false},
+	}
+	scraper := []access{
+		{verb: "get", path: "/metrics", allowed: true},
+		{verb: "get", resource: "secrets", namespace: ns, allowed: false},
+		{verb: "list", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: false},
+	}
+	for sa, checks := range map[string][]access{"hyperfleet-manager": manager, "hyperfleet-metrics-scraper": scraper} {
+		user := "system:serviceaccount:" + ns + ":" + sa
+		for _, a := range checks {
+			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+				User:   user,
+				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			}}
+			what := a.path
+			if a.path != "" {
+				sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Verb: a.verb, Path: a.path}
+			} else {
+				sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+					Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace,
+				}
+				what = a.resource + "." + a.group + " in " + a.namespace
+				if a.namespace == "" {
+					what = a.resource + "." + a.group + " cluster-wide"
+				}
+			}
+			if err := c.Create(ctx, sar); err != nil {
+				t.Fatal(err)
+			}
+			if sar.Status.Allowed != a.allowed {
+				t.Errorf("%s may %s %s: %v, want %v (%s)", sa, a.verb, what, sar.Status.Allowed, a.allowed, sar.Status.Reason)
+			}
+		}
+	}
+}

@@ -1,0 +1,84 @@
+package manager
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/webhook"
+	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+)
+
+// RunnerOptions configure the RunnerPool reconciler and the webhook receiver.
+type RunnerOptions struct {
+	// WebhookAddr is the receiver's listen address; "0" turns it off.
+	WebhookAddr string
+	// WebhookSecret names a Secret in the operator's namespace (labelled
+	// hyperfleet.io/credentials) whose key WebhookSecretKey is the secret
+	// GitHub signs deliveries with.
+	WebhookSecret, WebhookSecretKey string
+	// GitHubTimeout bounds one GitHub API request.
+	GitHubTimeout time.Duration
+	// SyncInterval: how often a steady pool re-reads its runners from GitHub.
+	SyncInterval time.Duration
+	// Runner is what the bootstrap agents install.
+	Runner runnerpool.RunnerSettings
+	// AgentPath is the bootstrap agent's path in runner images.
+	AgentPath string
+}
+
+func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.WebhookAddr, "webhook-bind-address", ":9443", "Address of the GitHub webhook receiver (POST /github/webhook); 0 turns it off.")
+	fs.StringVar(&o.WebhookSecret, "webhook-secret", "github-webhook", "Secret in the operator's namespace, labelled hyperfleet.io/credentials, holding the webhook secret.")
+	fs.StringVar(&o.WebhookSecretKey, "webhook-secret-key", "webhookSecret", "Key of the webhook secret in that Secret.")
+	fs.DurationVar(&o.GitHubTimeout, "github-timeout", github.DefaultTimeout, "Timeout of one GitHub API request.")
+	fs.DurationVar(&o.SyncInterval, "runnerpool-sync-interval", 15*time.Second, "How often a steady RunnerPool re-reads its runners from GitHub.")
+	fs.StringVar(&o.Runner.Version, "runner-version", "", "actions/runner version the bootstrap agents install. Default: the agent's own.")
+	fs.StringVar(&o.Runner.DownloadURL, "runner-download-url", "", "Runner download URL template ({version}, {os}, {arch}). Default: the agent's own (GitHub releases).")
+	fs.StringVar(&o.AgentPath, "bootstrap-agent-path", runnerpool.DefaultAgentPath, "Path of hyperfleet-bootstrap in the runner images.")
+}
+
+// setupRunners registers the RunnerPool reconciler and the webhook
+// receiver that feeds it.
+func setupRunners(mgr ctrl.Manager, o Options, secrets *hypervisors.Registry) error {
+	ro := o.Runners
+	r := &runnerpool.Reconciler{
+		Client: mgr.GetClient(), Secrets: secrets, GitHub: github.NewClients(), RateLimiter: github.DefaultRateLimiter(),
+		GitHubTimeout: ro.GitHubTimeout, Demand: runnerpool.NewDemand(), Recorder: mgr.GetEventRecorder("runnerpool"),
+		Runner: ro.Runner, AgentPath: ro.AgentPath, SyncInterval: ro.SyncInterval, FinalizationTimeout: o.FinalizationTimeout,
+	}
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	key := types.NamespacedName{Namespace: o.OperatorNamespace, Name: ro.WebhookSecret}
+	dataKey := ro.WebhookSecretKey
+	if dataKey == "" {
+		dataKey = "webhookSecret"
+	}
+	return mgr.Add(&webhook.Receiver{
+		Addr:   ro.WebhookAddr,
+		Handle: r.HandleJob,
+		Log:    mgr.GetLogger().WithName("webhook"),
+		// The operator's namespace is watched, so a rotated secret is in
+		// use as soon as the Secret changes.
+		Secret: func(ctx context.Context) ([]byte, error) {
+			s := &corev1.Secret{}
+			if err := mgr.GetClient().Get(ctx, key, s); err != nil {
+				return nil, fmt.Errorf("webhook Secret %s (needs the label %s): %w", key, meta.CredentialsLabel, err)
+			}
+			v := s.Data[dataKey]
+			if len(v) == 0 {
+				return nil, fmt.Errorf("webhook Secret %s has no key %s", key, dataKey)
+			}
+			return v, nil
+		},
+	})
+}

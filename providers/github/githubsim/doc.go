@@ -1,0 +1,54 @@
+// Package githubsim is an in-memory GitHub for tests, the developer sandbox
+// and benchmarks: the REST endpoints HyperFleet uses to manage self-hosted
+// Actions runners, the runner application's side of registration, a job
+// queue, and workflow_job webhooks.
+//
+// It speaks GitHub's wire format closely enough that the real client library
+// (github.com/google/go-github/v60) drives it end to end, at the root (as
+// api.github.com) and under /api/v3 (as an Enterprise Server):
+//
+//	POST   /app/installations/{installation_id}/access_tokens   App JWT (RS256, iss, iat, exp) → installation token
+//	POST   /repos/{owner}/{repo}/actions/runners/registration-token
+//	POST   /repos/{owner}/{repo}/actions/runners/remove-token
+//	POST   /repos/{owner}/{repo}/actions/runners/generate-jitconfig
+//	GET    /repos/{owner}/{repo}/actions/runners                  paginated (per_page, page, Link)
+//	GET    /repos/{owner}/{repo}/actions/runners/{runner_id}
+//	DELETE /repos/{owner}/{repo}/actions/runners/{runner_id}      422 while the runner is busy
+//	       /orgs/{org}/actions/runners/...                        the same for organizations
+//	GET    /orgs/{org}/actions/runner-groups                      paginated
+//
+// Every call but the first is authenticated with an installation token or a
+// personal access token, charged to that credential's budget and answered
+// with X-RateLimit-Limit/-Remaining/-Used/-Reset/-Resource; a spent budget
+// gives GitHub's 403 "API rate limit exceeded". Errors are GitHub's JSON
+// ({"message", "documentation_url", "status"}) with GitHub's status codes.
+//
+// Runners live as on GitHub. config.sh (RegisterRunner, POST
+// /_sim/runners/register) registers one with a registration token: it is
+// offline. run.sh (RunRunner, POST /_sim/runners/run, by ID or with a JIT
+// config) starts it: it comes online, takes the oldest queued job whose
+// labels it has (busy), finishes after the job's duration and, if
+// ephemeral, deregisters and exits. StopRunner is a machine powering off.
+// QueueJob puts a job in the queue; each change of a job is a workflow_job
+// delivery (queued, in_progress, completed) to the configured URL, signed
+// with X-Hub-Signature-256, carrying X-GitHub-Event and X-GitHub-Delivery,
+// and can be redelivered. The /_sim/ endpoints are listed with the Sim
+// constants.
+//
+// Faults (InjectFault) reproduce what a client must survive: error statuses,
+// 429 and 403 with Retry-After, secondary rate limits with or without
+// Retry-After, slow and hung answers. Runners, Jobs, Deliveries, Stats and
+// Requests let a test check what happened, e.g. that no runner is left
+// registered.
+//
+// A typical test:
+//
+//	sim := githubsim.New(githubsim.Options{WebhookURL: hook.URL, WebhookSecret: "s3cret"})
+//	if err := sim.Start(); err != nil { ... }
+//	defer sim.Close()
+//	client, err := github.New(github.Config{BaseURL: sim.URL(), AppID: sim.AppID(),
+//		InstallationID: sim.InstallationID(), PrivateKeyPEM: sim.AppPrivateKeyPEM()})
+//
+// Everything runs in one process; all state sits behind one mutex, and Close
+// stops every timer and goroutine.
+package githubsim

@@ -1,0 +1,167 @@
+package githubsim
+
+import (
+	"fmt"
+	"net/http"
+	"regexp"
+	"time"
+)
+
+// FaultAction is what an injected fault does to a matching request.
+type FaultAction int
+
+const (
+	// FaultHTTPError answers Status (default 500) with Message in GitHub's
+	// JSON error shape, and a Retry-After header when RetryAfter is set: a
+	// 5xx, or a 429 Too Many Requests with Retry-After.
+	FaultHTTPError FaultAction = iota
+	// FaultSecondaryRateLimit answers 403 (or Status) "You have exceeded a
+	// secondary rate limit", with Retry-After only when RetryAfter is set,
+	// as GitHub does.
+	FaultSecondaryRateLimit
+	// FaultDelay holds the answer for Delay, then serves the request.
+	FaultDelay
+	// FaultHang never answers: the request is held until the client gives up
+	// or the server closes.
+	FaultHang
+)
+
+func (a FaultAction) String() string {
+	switch a {
+	case FaultHTTPError:
+		return "http-error"
+	case FaultSecondaryRateLimit:
+		return "secondary-rate-limit"
+	case FaultDelay:
+		return "delay"
+	case FaultHang:
+		return "hang"
+	}
+	return fmt.Sprintf("FaultAction(%d)", int(a))
+}
+
+// Fault describes an injected failure. A request matches when every set
+// criterion matches; the first matching fault, in injection order, applies.
+// Faults act before authentication and the rate-limit budget, like a proxy
+// in front of the API, so a faulted request costs no budget.
+type Fault struct {
+	// Method matches the HTTP method; empty matches any.
+	Method string
+	// Path is a regular expression matched against the path below an
+	// Enterprise Server's /api/v3; empty matches any.
+	Path string
+	// Endpoint matches one of the Endpoint constants; empty matches any.
+	Endpoint string
+	// Times is how many matching requests the fault applies to; 0 means
+	// every one until ClearFaults.
+	Times int
+	// Action is what the fault does.
+	Action FaultAction
+	// Status for FaultHTTPError (default 500) and FaultSecondaryRateLimit (default 403).
+	Status int
+	// Message overrides the error message.
+	Message string
+	// RetryAfter, when positive, is sent as Retry-After (whole seconds, rounded up).
+	RetryAfter time.Duration
+	// Delay is how long FaultDelay holds the answer.
+	Delay time.Duration
+}
+
+type faultState struct {
+	f      Fault
+	re     *regexp.Regexp
+	remain int // -1: unlimited
+}
+
+// InjectFault adds a fault; it fails only on an invalid Path expression.
+func (s *Server) InjectFault(f Fault) error {
+	fs := &faultState{f: f, remain: f.Times}
+	if f.Times <= 0 {
+		fs.remain = -1
+	}
+	if f.Path != "" {
+		re, err := regexp.Compile(f.Path)
+		if err != nil {
+			return fmt.Errorf("githubsim: fault path: %w", err)
+		}
+		fs.re = re
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = append(s.faults, fs)
+	return nil
+}
+
+// ClearFaults removes every injected fault.
+func (s *Server) ClearFaults() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults = nil
+}
+
+// PendingFaults reports how many injected faults are still armed.
+func (s *Server) PendingFaults() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.faults)
+}
+
+// takeFault returns the first fault matching the request and uses one of
+// its times. The caller holds s.mu.
+func (s *Server) takeFault(method, path, endpoint string) *Fault {
+	for i, fs := range s.faults {
+		f := &fs.f
+		if (f.Method != "" && f.Method != method) || (fs.re != nil && !fs.re.MatchString(path)) ||
+			(f.Endpoint != "" && f.Endpoint != endpoint) {
+			continue
+		}
+		out := *f
+		if fs.remain > 0 {
+			fs.remain--
+			if fs.remain == 0 {
+				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
+			}
+		}
+		return &out
+	}
+	return nil
+}
+
+// secondaryLimitDoc is where GitHub's secondary-limit answers point; go-github
+// recognises a secondary limit by this URL's suffix.
+const secondaryLimitDoc = "https://docs.github.com/free-pro-team@latest/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"
+
+// applyFault acts out f; it reports whether the request was answered (or
+// abandoned) so the handler must not run.
+func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+	switch f.Action {
+	case FaultDelay:
+		return !s.sleep(r.Context(), f.Delay)
+	case FaultHang:
+		select {
+		case <-r.Context().Done():
+		case <-s.closing:
+		}
+		return true
+	case FaultSecondaryRateLimit:
+		e := &apiError{status: f.Status, message: f.Message, docURL: secondaryLimitDoc, retryAfter: f.RetryAfter}
+		if e.status == 0 {
+			e.status = http.StatusForbidden
+		}
+		if e.message == "" {
+			e.message = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID " + requestID() + "."
+		}
+		writeError(w, e)
+		return true
+	default:
+		e := &apiError{status: f.Status, message: f.Message, retryAfter: f.RetryAfter}
+		if e.status == 0 {
+			e.status = http.StatusInternalServerError
+		}
+		if e.message == "" {
+			e.message = http.StatusText(e.status)
+		}
+		writeError(w, e)
+		return true
+	}
+}

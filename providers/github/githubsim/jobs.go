@@ -1,0 +1,209 @@
+package githubsim
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Job statuses and conclusions as GitHub reports them.
+const (
+	JobQueued     = "queued"
+	JobInProgress = "in_progress"
+	JobCompleted  = "completed"
+)
+
+// JobSpec describes a job to queue.
+type JobSpec struct {
+	// Repo is "owner/name"; it must exist.
+	Repo string `json:"repo"`
+	// Labels of the job's runs-on; a runner must have every one.
+	Labels []string `json:"labels"`
+	// Duration once a runner takes it; 0 means Options.JobDuration.
+	Duration time.Duration `json:"duration,omitempty"`
+	// Conclusion when it completes; default "success".
+	Conclusion string `json:"conclusion,omitempty"`
+	// Workflow and Name, for the payloads; defaults "CI" and "build".
+	Workflow string `json:"workflow,omitempty"`
+	Name     string `json:"name,omitempty"`
+}
+
+// Job is a workflow job as the simulator holds it.
+type Job struct {
+	ID         int64         `json:"id"`
+	RunID      int64         `json:"run_id"`
+	Repo       string        `json:"repo"`
+	Labels     []string      `json:"labels"`
+	Status     string        `json:"status"`
+	Conclusion string        `json:"conclusion,omitempty"`
+	RunnerID   int64         `json:"runner_id,omitempty"`
+	RunnerName string        `json:"runner_name,omitempty"`
+	Duration   time.Duration `json:"duration"`
+	Workflow   string        `json:"workflow"`
+	Name       string        `json:"name"`
+	CreatedAt  time.Time     `json:"created_at"`
+	StartedAt  time.Time     `json:"started_at,omitzero"`
+	// CompletedAt is zero until the job completes.
+	CompletedAt time.Time `json:"completed_at,omitzero"`
+}
+
+type jobState struct {
+	Job
+	repo       *repoState
+	conclusion string // the one it will end with
+	groupID    int64
+	groupName  string
+	headSHA    string
+}
+
+// QueueJob queues a job on repo ("owner/name") needing labels and returns
+// its ID. A queued webhook is sent; an idle online runner whose labels cover
+// the job's takes it at once.
+func (s *Server) QueueJob(repo string, labels []string) (int64, error) {
+	return s.QueueJobSpec(JobSpec{Repo: repo, Labels: labels})
+}
+
+// QueueJobSpec queues a job described by spec and returns its ID.
+func (s *Server) QueueJobSpec(spec JobSpec) (int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return 0, fmt.Errorf("githubsim: closed")
+	}
+	repo := s.repos[strings.ToLower(spec.Repo)]
+	if repo == nil {
+		return 0, fmt.Errorf("githubsim: no repository %q", spec.Repo)
+	}
+	if spec.Duration <= 0 {
+		spec.Duration = s.jobDuration
+	}
+	if spec.Conclusion == "" {
+		spec.Conclusion = "success"
+	}
+	if spec.Workflow == "" {
+		spec.Workflow = "CI"
+	}
+	if spec.Name == "" {
+		spec.Name = "build"
+	}
+	j := &jobState{
+		Job: Job{
+			ID: s.nextJobID, RunID: s.nextRunID, Repo: repo.fullName(), Labels: append([]string(nil), spec.Labels...),
+			Status: JobQueued, Duration: spec.Duration, Workflow: spec.Workflow, Name: spec.Name, CreatedAt: s.clock.Now().UTC(),
+		},
+		repo:       repo,
+		conclusion: spec.Conclusion,
+		headSHA:    randomAlnum(40, "0123456789abcdef"),
+	}
+	s.nextJobID++
+	s.nextRunID++
+	s.jobs[j.ID] = j
+	s.jobOrder = append(s.jobOrder, j.ID)
+	s.enqueueJobEvent(j, "queued")
+	s.dispatchLocked()
+	return j.ID, nil
+}
+
+// SetJobDuration changes the default duration of jobs queued from now on.
+func (s *Server) SetJobDuration(d time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if d > 0 {
+		s.jobDuration = d
+	}
+}
+
+// Jobs returns every job, oldest first.
+func (s *Server) Jobs() []Job {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Job, 0, len(s.jobOrder))
+	for _, id := range s.jobOrder {
+		j := s.jobs[id].Job
+		j.Labels = slices.Clone(j.Labels)
+		out = append(out, j)
+	}
+	return out
+}
+
+// Job returns one job.
+func (s *Server) Job(id int64) (Job, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if j := s.jobs[id]; j != nil {
+		out := j.Job
+		out.Labels = slices.Clone(out.Labels)
+		return out, true
+	}
+	return Job{}, false
+}
+
+// covers reports whether runner r may take job j: it is registered on the
+// job's repository or on the organization owning it (every group here is
+// visible to all repositories), and has every label the job asks for.
+func covers(r *runnerState, j *jobState) bool {
+	scopeOK := r.scope == strings.ToLower(j.repo.fullName()) ||
+		(j.repo.org != nil && r.scope == strings.ToLower(j.repo.org.login))
+	if !scopeOK {
+		return false
+	}
+	for _, want := range j.Labels {
+		if !slices.ContainsFunc(r.labels, func(l labelState) bool { return strings.EqualFold(l.name, want) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// dispatchLocked gives queued jobs, oldest first, to idle online runners,
+// lowest ID first. The caller holds s.mu.
+func (s *Server) dispatchLocked() {
+	runners := s.sortedRunners("")
+	for _, id := range s.jobOrder {
+		j := s.jobs[id]
+		if j.Status != JobQueued {
+			continue
+		}
+		for _, r := range runners {
+			if r.online && !r.busy && covers(r, j) {
+				s.startJobLocked(j, r)
+				break
+			}
+		}
+	}
+}
+
+func (s *Server) startJobLocked(j *jobState, r *runnerState) {
+	r.busy, r.jobID = true, j.ID
+	j.Status = JobInProgress
+	j.StartedAt = s.clock.Now().UTC()
+	j.RunnerID, j.RunnerName = r.id, r.name
+	j.groupID = r.groupID
+	if g := s.group(r.scope, r.groupID); g != nil {
+		j.groupName = g.name
+	}
+	s.enqueueJobEvent(j, "in_progress")
+	jobID := j.ID
+	s.schedule(j.Duration, func() {
+		if j := s.jobs[jobID]; j != nil && j.Status == JobInProgress {
+			s.completeJobLocked(j, j.conclusion)
+		}
+	})
+}
+
+// completeJobLocked finishes a job; its runner becomes idle, or, if
+// ephemeral, deregisters and exits. The caller holds s.mu.
+func (s *Server) completeJobLocked(j *jobState, conclusion string) {
+	j.Status = JobCompleted
+	j.Conclusion = conclusion
+	j.CompletedAt = s.clock.Now().UTC()
+	s.enqueueJobEvent(j, "completed")
+	if r := s.runners[j.RunnerID]; r != nil && r.jobID == j.ID {
+		r.busy, r.jobID = false, 0
+		if r.ephemeral {
+			s.removeRunnerLocked(r)
+		}
+	}
+	s.dispatchLocked()
+}

@@ -1,0 +1,79 @@
+package runnerpool
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+)
+
+// BootstrapConfigPath is where cloud-init writes the agent's configuration
+// in the VM; cmd/hyperfleet-bootstrap reads it from there.
+const BootstrapConfigPath = "/etc/hyperfleet/bootstrap.json"
+
+// RunnerSettings say which actions runner the agents install; empty fields
+// leave the agent's own defaults (and its environment) in force.
+type RunnerSettings struct {
+	Version      string `json:"version,omitempty"`
+	DownloadURL  string `json:"downloadURL,omitempty"`
+	SHA256       string `json:"sha256,omitempty"`
+	InstallDir   string `json:"installDir,omitempty"`
+	ConfigScript string `json:"configScript,omitempty"`
+	RunScript    string `json:"runScript,omitempty"`
+}
+
+// BootstrapConfig is the agent's configuration file, the shape
+// cmd/hyperfleet-bootstrap decodes.
+type BootstrapConfig struct {
+	URL         string         `json:"url,omitempty"`
+	Token       string         `json:"token,omitempty"`
+	JITConfig   string         `json:"jitConfig,omitempty"`
+	Name        string         `json:"name"`
+	Labels      []string       `json:"labels,omitempty"`
+	RunnerGroup string         `json:"runnerGroup,omitempty"`
+	Runner      RunnerSettings `json:"runner"`
+}
+
+// userData is the cloud-config that writes the agent's configuration and
+// starts the agent. It carries a short-lived registration token or a JIT
+// config — never a long-lived credential — and lives only in a Secret.
+func userData(cfg BootstrapConfig, agentPath string) (string, error) {
+	data, err := json.MarshalIndent(cfg, "", "  ")
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString("#cloud-config\n")
+	b.WriteString("write_files:\n")
+	fmt.Fprintf(&b, "  - path: %s\n", BootstrapConfigPath)
+	b.WriteString("    permissions: \"0600\"\n")
+	b.WriteString("    content: |\n")
+	for _, line := range strings.Split(string(data), "\n") {
+		b.WriteString("      " + line + "\n")
+	}
+	b.WriteString("runcmd:\n")
+	fmt.Fprintf(&b, "  - [%s, --config, %s]\n", agentPath, BootstrapConfigPath)
+	return b.String(), nil
+}
+
+// ParseUserData finds the agent's configuration in user data made by
+// userData, for stand-ins of the VM side (the sandbox, tests).
+func ParseUserData(text string) (BootstrapConfig, error) {
+	var cfg BootstrapConfig
+	marker := "    content: |\n"
+	i := strings.Index(text, marker)
+	if i < 0 {
+		return cfg, fmt.Errorf("no bootstrap configuration in the user data")
+	}
+	var body strings.Builder
+	for _, line := range strings.Split(text[i+len(marker):], "\n") {
+		rest, ok := strings.CutPrefix(line, "      ")
+		if !ok {
+			break
+		}
+		body.WriteString(rest + "\n")
+	}
+	if err := json.Unmarshal([]byte(body.String()), &cfg); err != nil {
+		return cfg, fmt.Errorf("bootstrap configuration: %w", err)
+	}
+	return cfg, nil
+}

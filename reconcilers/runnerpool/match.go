@@ -1,0 +1,83 @@
+package runnerpool
+
+import (
+	"sort"
+	"strings"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/webhook"
+)
+
+// DefaultRunnerLabels are the labels every runner has besides the pool's:
+// GitHub gives config.sh registrations self-hosted plus the OS and the
+// architecture, and a JIT registration gets the same from the pool. Pools run
+// Linux x64 runners.
+var DefaultRunnerLabels = []string{"self-hosted", "linux", "x64"}
+
+// RunnerLabels are the labels a pool's runners register with.
+func RunnerLabels(pool *hypervisorv1alpha1.RunnerPool) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, l := range append(append([]string(nil), DefaultRunnerLabels...), pool.Spec.Labels...) {
+		k := strings.ToLower(l)
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// labelsCover reports whether runner labels have every label of want,
+// ignoring case, as GitHub matches runs-on.
+func labelsCover(have, want []string) bool {
+	set := make(map[string]bool, len(have))
+	for _, h := range have {
+		set[strings.ToLower(h)] = true
+	}
+	for _, w := range want {
+		if !set[strings.ToLower(w)] {
+			return false
+		}
+	}
+	return true
+}
+
+// inScope reports whether a job's repository is one the pool's runners can
+// serve: the pool's repository, or any repository of the pool's organization.
+func inScope(pool *hypervisorv1alpha1.RunnerPool, job webhook.Job) bool {
+	g := pool.Spec.GitHub
+	if g.Repository != "" {
+		return strings.EqualFold(g.Owner, job.Owner) && strings.EqualFold(g.Repository, job.Repository)
+	}
+	return g.Organization != "" && (strings.EqualFold(g.Organization, job.Organization) || strings.EqualFold(g.Organization, job.Owner))
+}
+
+// MatchPool picks the pool for a job: in scope, with runner labels covering
+// all of the job's labels. Among several, the one with the fewest labels
+// (the most specific fit wastes the least), then repository pools before
+// organization ones, then by namespace/name, so the choice is stable.
+func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job webhook.Job) (*hypervisorv1alpha1.RunnerPool, bool) {
+	var fits []*hypervisorv1alpha1.RunnerPool
+	for i := range pools {
+		p := &pools[i]
+		if p.DeletionTimestamp != nil || !inScope(p, job) || !labelsCover(RunnerLabels(p), job.Labels) {
+			continue
+		}
+		fits = append(fits, p)
+	}
+	if len(fits) == 0 {
+		return nil, false
+	}
+	sort.Slice(fits, func(i, j int) bool {
+		a, b := fits[i], fits[j]
+		if la, lb := len(RunnerLabels(a)), len(RunnerLabels(b)); la != lb {
+			return la < lb
+		}
+		if ra, rb := a.Spec.GitHub.Repository != "", b.Spec.GitHub.Repository != ""; ra != rb {
+			return ra
+		}
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return fits[0], true
+}

@@ -1,0 +1,301 @@
+// Package runnerpool reconciles RunnerPools: ephemeral GitHub Actions
+// runners, each on its own MachineClaim, between minReplicas and
+// maxReplicas, scaled up by queued jobs (webhook deliveries, with a polling
+// fallback) and down only through runners GitHub reports idle.
+package runnerpool
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/webhook"
+	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+)
+
+// Finalizer keeps a pool until its machines are deleted and its runners
+// deregistered.
+const Finalizer = "hypervisor.hyperfleet.io/runnerpool"
+
+// PoolLabel is on every MachineClaim and bootstrap Secret of a pool.
+const PoolLabel = "hyperfleet.io/runnerpool"
+
+// DefaultAgentPath is where runner images carry cmd/hyperfleet-bootstrap.
+const DefaultAgentPath = "/usr/local/bin/hyperfleet-bootstrap"
+
+// Reconciler reconciles RunnerPools.
+type Reconciler struct {
+	Client client.Client
+	// Secrets reads the pools' GitHub credentials (a GET, label-gated).
+	Secrets *hypervisors.Registry
+	// GitHub keeps one client per credentials, shared by pools.
+	GitHub *github.Clients
+	// RateLimiter is the GitHub budget every pool shares.
+	RateLimiter *github.RateLimiter
+	// GitHubTimeout bounds one GitHub request (30 s).
+	GitHubTimeout time.Duration
+	Demand        *Demand
+	Recorder      events.EventRecorder
+	Clock         clock.Clock
+	// Runner says which actions runner the agents install.
+	Runner RunnerSettings
+	// AgentPath is the bootstrap agent's path in the runner images.
+	AgentPath string
+	// SyncInterval is how often a steady pool re-reads GitHub (15 s).
+	SyncInterval time.Duration
+	// FinalizationTimeout bounds a deleted pool's cleanup (10 min).
+	FinalizationTimeout     time.Duration
+	MaxConcurrentReconciles int
+
+	wake  chan event.GenericEvent
+	mu    sync.Mutex
+	pools map[types.NamespacedName]*poolMemory
+}
+
+// poolMemory is what a pool's reconciles remember between each other:
+// only caches and timers, nothing that a restart would make wrong.
+type poolMemory struct {
+	token      github.Token
+	idleSince  map[string]time.Time
+	seenOnline map[string]bool
+	// creating holds claims made but not yet seen in the cache, so a
+	// reconcile that runs before the cache catches up does not make twins.
+	creating map[string]time.Time
+}
+
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/finalizers,verbs=update
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+
+// SetupWithManager registers the reconciler, its metrics and its watches:
+// the pool, its MachineClaims, and the webhook's demand events.
+func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.SyncInterval == 0 {
+		r.SyncInterval = 15 * time.Second
+	}
+	if r.FinalizationTimeout == 0 {
+		r.FinalizationTimeout = 10 * time.Minute
+	}
+	if r.GitHubTimeout == 0 {
+		r.GitHubTimeout = github.DefaultTimeout
+	}
+	if r.AgentPath == "" {
+		r.AgentPath = DefaultAgentPath
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 4
+	}
+	if r.Demand == nil {
+		r.Demand = NewDemand()
+	}
+	r.wake = make(chan event.GenericEvent, 1024)
+	registerMetrics()
+	return ctrl.NewControllerManagedBy(mgr).
+		For(&hypervisorv1alpha1.RunnerPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&hypervisorv1alpha1.MachineClaim{}).
+		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
+		Complete(r)
+}
+
+// HandleJob is the webhook receiver's handler: it finds the pool for a
+// workflow_job, records the job's progress, and wakes the pool.
+func (r *Reconciler) HandleJob(ctx context.Context, job webhook.Job) error {
+	var pools hypervisorv1alpha1.RunnerPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		return fmt.Errorf("listing RunnerPools: %w", err)
+	}
+	pool, ok := MatchPool(pools.Items, job)
+	if !ok {
+		ctrl.LoggerFrom(ctx).V(1).Info("No RunnerPool serves this job", "job", job.ID, "repository", job.Owner+"/"+job.Repository, "labels", job.Labels)
+		return nil
+	}
+	if webhookScalingOff(pool) {
+		return nil
+	}
+	key := client.ObjectKeyFromObject(pool)
+	changed, waited := r.Demand.Record(key, job, r.Clock.Now())
+	if waited > 0 {
+		queueLatency.WithLabelValues(key.String()).Observe(waited.Seconds())
+	}
+	if changed {
+		select {
+		case r.wake <- event.GenericEvent{Object: pool}:
+		default: // a wake-up is already queued; the pool re-reads everything anyway
+		}
+	}
+	return nil
+}
+
+func webhookScalingOff(pool *hypervisorv1alpha1.RunnerPool) bool {
+	w := pool.Spec.WebhookScaling
+	return w != nil && w.Enabled != nil && !*w.Enabled
+}
+
+func (r *Reconciler) memory(key types.NamespacedName) *poolMemory {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.pools == nil {
+		r.pools = map[types.NamespacedName]*poolMemory{}
+	}
+	m, ok := r.pools[key]
+	if !ok {
+		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, creating: map[string]time.Time{}}
+		r.pools[key] = m
+	}
+	return m
+}
+
+func (r *Reconciler) forget(key types.NamespacedName) {
+	r.mu.Lock()
+	delete(r.pools, key)
+	r.mu.Unlock()
+	r.Demand.Forget(key)
+	runnerCounts.set(key, nil)
+	r.GitHub.Forget(key.String())
+}
+
+// Reconcile drives one pool.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	pool := &hypervisorv1alpha1.RunnerPool{}
+	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	before := pool.DeepCopy()
+	s := &scope{pool: pool, now: r.Clock.Now(), mem: r.memory(req.NamespacedName)}
+	defer func() {
+		r.setStatus(s)
+		r.recordTransition(before, pool, s)
+		if s.outcome.skipStatus {
+			return
+		}
+		if err := patchStatus(ctx, r.Client, before, pool); err != nil && retErr == nil {
+			retErr = err
+		}
+	}()
+	if !pool.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, s)
+	}
+	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
+		patch := client.MergeFrom(pool.DeepCopy())
+		controllerutil.AddFinalizer(pool, Finalizer)
+		if err := r.Client.Patch(ctx, pool, patch); err != nil {
+			return ctrl.Result{}, err
+		}
+		before.Finalizers, before.ResourceVersion = pool.Finalizers, pool.ResourceVersion
+	}
+	return r.reconcilePool(ctx, s)
+}
+
+// finalize deletes the pool's machines and deregisters its runners; past
+// the deadline the pool is released with a Warning event.
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
+	pool := s.pool
+	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
+		s.outcome.skipStatus = true
+		return ctrl.Result{}, nil
+	}
+	s.outcome = outcome{state: stateProgressing, reason: "Deleting", message: "deleting the pool's machines and deregistering its runners"}
+	claims, err := r.claims(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	for i := range claims {
+		if err := r.deleteRunnerMachine(ctx, pool, &claims[i]); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	left := len(claims)
+	gh, scope, err := r.client(ctx, pool)
+	if err == nil {
+		var runners []github.Runner
+		if runners, err = gh.ListRunners(ctx, scope); err == nil {
+			for _, rn := range ours(pool, runners) {
+				if derr := gh.DeleteRunner(ctx, scope, rn.ID); derr != nil {
+					deregistrationFailures.WithLabelValues(client.ObjectKeyFromObject(pool).String()).Inc()
+					err = derr
+					left++
+				}
+			}
+		}
+	}
+	if left > 0 || err != nil {
+		deadline := pool.DeletionTimestamp.Add(r.FinalizationTimeout)
+		if s.now.Before(deadline) {
+			if err != nil {
+				s.outcome.message = fmt.Sprintf("cleaning up, retrying: %v", err)
+			}
+			return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
+		}
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
+			"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, left, err)
+	}
+	patch := client.MergeFrom(pool.DeepCopy())
+	controllerutil.RemoveFinalizer(pool, Finalizer)
+	if err := r.Client.Patch(ctx, pool, patch); err != nil && !apierrors.IsNotFound(err) {
+		return ctrl.Result{}, err
+	}
+	r.forget(client.ObjectKeyFromObject(pool))
+	s.outcome.skipStatus = true
+	return ctrl.Result{}, nil
+}
+
+// client returns the GitHub client and scope of a pool.
+func (r *Reconciler) client(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) (*github.Client, github.Scope, error) {
+	g := pool.Spec.GitHub
+	scope := github.Scope{Owner: g.Owner, Repository: g.Repository, Organization: g.Organization}
+	if g.Repository == "" {
+		scope.Owner = ""
+	}
+	secret, err := r.Secrets.Secret(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: g.CredentialsRef.Name}, "spec.github.credentialsRef")
+	if err != nil {
+		return nil, scope, err
+	}
+	cfg, err := github.ConfigFromSecret(secret.Data)
+	if err != nil {
+		return nil, scope, &credentialsError{secret: g.CredentialsRef.Name, err: err}
+	}
+	cfg.BaseURL, cfg.Timeout, cfg.RateLimiter = g.APIURL, r.GitHubTimeout, r.RateLimiter
+	gh, err := r.GitHub.Get(client.ObjectKeyFromObject(pool).String(), cfg)
+	if err != nil {
+		return nil, scope, &credentialsError{secret: g.CredentialsRef.Name, err: err}
+	}
+	return gh, scope, nil
+}
+
+type credentialsError struct {
+	secret string
+	err    error
+}
+
+func (e *credentialsError) Error() string {
+	return fmt.Sprintf("Secret %s (spec.github.credentialsRef): %v", e.secret, e.err)
+}
+
+func (e *credentialsError) Unwrap() error { return e.err }

@@ -1,0 +1,434 @@
+package runnerpool
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"math/big"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/providers/github"
+)
+
+// userDataKey is the bootstrap Secret's key a claim's userDataSecretRef names.
+const userDataKey = "user-data"
+
+// maxCreatesPerReconcile spreads a burst over several reconciles, so one
+// reconcile never spends minutes (and the GitHub budget) in one go.
+const maxCreatesPerReconcile = 25
+
+// scope carries one reconcile's state.
+type scope struct {
+	pool    *hypervisorv1alpha1.RunnerPool
+	mem     *poolMemory
+	now     time.Time
+	outcome outcome
+}
+
+// observed is the pool's runners as this reconcile found them.
+type observed struct {
+	pending, idle, busy []*hypervisorv1alpha1.MachineClaim
+	// gone: claims whose machine ended or whose runner finished its job.
+	gone []*hypervisorv1alpha1.MachineClaim
+	// orphans: registrations with the pool's label and no machine.
+	orphans []github.Runner
+	byName  map[string]github.Runner
+	// unseen: claims this process made that the cache does not show yet.
+	unseen int
+}
+
+func (o observed) current() int { return len(o.pending) + len(o.idle) + len(o.busy) + o.unseen }
+
+// reconcilePool observes GitHub and the claims, retires what is done,
+// scales, and says what it saw.
+func (r *Reconciler) reconcilePool(ctx context.Context, s *scope) (ctrl.Result, error) {
+	pool := s.pool
+	key := client.ObjectKeyFromObject(pool)
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl); err != nil {
+		if apierrors.IsNotFound(err) {
+			s.outcome = outcome{state: stateStalled, reason: meta.DependencyNotFoundReason,
+				message: fmt.Sprintf("HypervisorMachineTemplate %s (spec.templateRef) not found; create it", pool.Spec.TemplateRef.Name)}
+			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+		}
+		return ctrl.Result{}, err
+	}
+	gh, gscope, err := r.client(ctx, pool)
+	if err != nil {
+		return r.githubError(s, err)
+	}
+	runners, err := gh.ListRunners(ctx, gscope)
+	if err != nil {
+		return r.githubError(s, err)
+	}
+	claims, err := r.claims(ctx, pool)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	obs := r.observe(s, claims, runners)
+
+	// Retire what is over: finished runners, ended machines, registrations
+	// that never came online in time, idle runners past their lifetime.
+	pendingDereg := 0
+	for _, c := range obs.gone {
+		if ok := r.retire(ctx, s, gh, gscope, obs, c); !ok {
+			pendingDereg++
+		}
+	}
+	for _, rn := range obs.orphans {
+		if err := r.deregister(ctx, s, gh, gscope, rn); err != nil {
+			pendingDereg++
+		}
+	}
+
+	desired := r.desired(s, obs)
+	result := ctrl.Result{RequeueAfter: r.SyncInterval}
+	switch current := obs.current(); {
+	case current < desired:
+		n := min(desired-current, maxCreatesPerReconcile)
+		made := 0
+		for range n {
+			if err := r.createRunner(ctx, s, gh, gscope); err != nil {
+				s.outcome = outcome{state: stateWaiting, reason: reasonOf(err, "RunnerCreateFailed"), message: "creating a runner: " + err.Error()}
+				r.record(s, obs, desired, pendingDereg)
+				return r.retryAfter(err), nil
+			}
+			made++
+		}
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledUp", "Scale", "Scaling up from %d to %d runners (%d busy, %d jobs queued)",
+			current, current+made, len(obs.busy), r.Demand.Queued(key))
+		result.RequeueAfter = 2 * time.Second
+	case current > desired:
+		removed := r.scaleDown(ctx, s, gh, gscope, obs, current-desired)
+		if removed > 0 {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledDown", "Scale", "Removed %d idle runners (desired %d)", removed, desired)
+		}
+		if next := r.nextIdleExpiry(s, obs); next > 0 {
+			result.RequeueAfter = min(result.RequeueAfter, next)
+		}
+	}
+	if len(obs.pending) > 0 {
+		result.RequeueAfter = min(result.RequeueAfter, 3*time.Second)
+	}
+	r.record(s, obs, desired, pendingDereg)
+	return result, nil
+}
+
+// observe sorts the pool's claims by what GitHub says of their runners.
+func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim, runners []github.Runner) observed {
+	pool := s.pool
+	obs := observed{byName: map[string]github.Runner{}}
+	mine := ours(pool, runners)
+	for _, rn := range mine {
+		obs.byName[rn.Name] = rn
+	}
+	live := map[string]bool{}
+	for i := range claims {
+		c := &claims[i]
+		live[c.Name] = true
+		if c.DeletionTimestamp != nil {
+			continue // its machine is going; its registration goes below if needed
+		}
+		rn, registered := obs.byName[c.Name]
+		age := s.now.Sub(c.CreationTimestamp.Time)
+		switch {
+		case c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed:
+			obs.gone = append(obs.gone, c)
+		case registered && rn.Online() && rn.Busy:
+			s.mem.seenOnline[c.Name] = true
+			delete(s.mem.idleSince, c.Name)
+			obs.busy = append(obs.busy, c)
+		case registered && rn.Online():
+			s.mem.seenOnline[c.Name] = true
+			if _, ok := s.mem.idleSince[c.Name]; !ok {
+				s.mem.idleSince[c.Name] = s.now
+			}
+			if d := maxLifetime(pool); d > 0 && age > d {
+				obs.gone = append(obs.gone, c) // retired once idle, never mid-job
+				continue
+			}
+			obs.idle = append(obs.idle, c)
+		case !registered && s.mem.seenOnline[c.Name]:
+			// An ephemeral runner deregisters itself after its job: the
+			// machine has nothing more to do.
+			obs.gone = append(obs.gone, c)
+		case age > registrationTimeout(pool):
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "RegistrationTimeout", "Scale",
+				"Runner %s did not come online within %s; removing its registration and machine", c.Name, registrationTimeout(pool))
+			obs.gone = append(obs.gone, c)
+		default:
+			obs.pending = append(obs.pending, c)
+		}
+	}
+	for name, at := range s.mem.creating {
+		switch {
+		case live[name], s.now.Sub(at) > time.Minute:
+			delete(s.mem.creating, name)
+		default:
+			obs.unseen++
+			live[name] = true // its JIT registration is no orphan either
+		}
+	}
+	for _, rn := range mine {
+		if !live[rn.Name] {
+			obs.orphans = append(obs.orphans, rn)
+		}
+	}
+	return obs
+}
+
+// desired is the runner count the pool scales to: the floor, raised by busy
+// runners plus queued jobs, within min and max.
+func (r *Reconciler) desired(s *scope, obs observed) int {
+	spec := s.pool.Spec
+	floor := int(spec.MinReplicas)
+	if spec.Replicas != nil {
+		floor = int(*spec.Replicas)
+	}
+	want := max(floor, len(obs.busy)+r.Demand.Queued(client.ObjectKeyFromObject(s.pool)))
+	return max(min(want, int(spec.MaxReplicas)), int(spec.MinReplicas))
+}
+
+// retire removes a claim whose runner is over: registration first (so
+// nothing new lands on it), then the machine. It reports false when the
+// registration could not be removed yet (it is retried).
+func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, c *hypervisorv1alpha1.MachineClaim) bool {
+	if rn, ok := obs.byName[c.Name]; ok {
+		if err := r.deregister(ctx, s, gh, gscope, rn); err != nil {
+			// A busy runner on a machine that is still there keeps its job.
+			if errors.Is(err, github.ErrRunnerBusy) && c.Status.Phase != hypervisorv1alpha1.MachineTerminated && c.Status.Phase != hypervisorv1alpha1.MachineFailed {
+				return true
+			}
+			return false
+		}
+	}
+	if err := r.deleteRunnerMachine(ctx, s.pool, c); err != nil {
+		ctrl.LoggerFrom(ctx).Error(err, "Deleting a runner's MachineClaim failed", "claim", c.Name)
+	}
+	delete(s.mem.idleSince, c.Name)
+	delete(s.mem.seenOnline, c.Name)
+	return true
+}
+
+// deregister removes a runner's registration; a busy runner is refused by
+// GitHub (422) and left alone.
+func (r *Reconciler) deregister(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, rn github.Runner) error {
+	err := gh.DeleteRunner(ctx, gscope, rn.ID)
+	if err != nil && !errors.Is(err, providers.ErrNotFound) {
+		deregistrationFailures.WithLabelValues(client.ObjectKeyFromObject(s.pool).String()).Inc()
+		return err
+	}
+	return nil
+}
+
+// scaleDown removes up to n runners GitHub reports idle for longer than
+// idleTTL, oldest idle first, each checked again immediately before its
+// deregistration: a runner that took a job meanwhile is never killed.
+func (r *Reconciler) scaleDown(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, n int) int {
+	ttl := idleTTL(s.pool)
+	candidates := append([]*hypervisorv1alpha1.MachineClaim(nil), obs.idle...)
+	sort.Slice(candidates, func(i, j int) bool {
+		return s.mem.idleSince[candidates[i].Name].Before(s.mem.idleSince[candidates[j].Name])
+	})
+	removed := 0
+	for _, c := range candidates {
+		if removed == n || s.now.Sub(s.mem.idleSince[c.Name]) < ttl {
+			break
+		}
+		fresh, err := gh.GetRunner(ctx, gscope, obs.byName[c.Name].ID)
+		if err != nil || fresh.Busy {
+			continue
+		}
+		if err := gh.DeleteRunner(ctx, gscope, fresh.ID); err != nil {
+			continue // ErrRunnerBusy: it took a job between the two calls
+		}
+		if err := r.deleteRunnerMachine(ctx, s.pool, c); err != nil {
+			continue
+		}
+		delete(s.mem.idleSince, c.Name)
+		delete(s.mem.seenOnline, c.Name)
+		removed++
+	}
+	return removed
+}
+
+// nextIdleExpiry is how long until the next idle runner passes idleTTL.
+func (r *Reconciler) nextIdleExpiry(s *scope, obs observed) time.Duration {
+	ttl := idleTTL(s.pool)
+	var next time.Duration
+	for _, c := range obs.idle {
+		left := ttl - s.now.Sub(s.mem.idleSince[c.Name])
+		if left > 0 && (next == 0 || left < next) {
+			next = left
+		}
+	}
+	return next
+}
+
+// createRunner makes one runner: fresh registration credentials in a
+// bootstrap Secret, then the MachineClaim that boots with it.
+func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) error {
+	pool := s.pool
+	name := pool.Name + "-" + suffix()
+	cfg := BootstrapConfig{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: r.Runner,
+		Labels: append(append([]string(nil), pool.Spec.Labels...), poolRunnerLabel(pool))}
+	if pool.Spec.RegistrationMethod == hypervisorv1alpha1.JITConfig {
+		groupID, err := gh.RunnerGroupID(ctx, gscope, pool.Spec.RunnerGroup)
+		if err != nil {
+			return err
+		}
+		labels := append(RunnerLabels(pool), poolRunnerLabel(pool))
+		jit, err := gh.GenerateJITConfig(ctx, gscope, github.JITConfigRequest{Name: name, Labels: labels, RunnerGroupID: groupID})
+		if err != nil {
+			return err
+		}
+		cfg.JITConfig, cfg.RunnerGroup, cfg.Labels = jit.Encoded, "", nil
+	} else {
+		tok, err := r.registrationToken(ctx, s, gh, gscope)
+		if err != nil {
+			return err
+		}
+		cfg.Token, cfg.URL = tok.Value, gh.RunnerURL(gscope)
+	}
+	ud, err := userData(cfg, r.AgentPath)
+	if err != nil {
+		return err
+	}
+	labels := map[string]string{PoolLabel: pool.Name}
+	secret := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: pool.Namespace,
+			Labels: map[string]string{PoolLabel: pool.Name, meta.CredentialsLabel: "true"}},
+		Type:       corev1.SecretTypeOpaque,
+		StringData: map[string]string{userDataKey: ud},
+	}
+	if err := controllerutil.SetControllerReference(pool, secret, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, secret); err != nil {
+		return fmt.Errorf("creating the bootstrap Secret: %w", err)
+	}
+	claim := &hypervisorv1alpha1.MachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{
+			TemplateRef:       pool.Spec.TemplateRef,
+			UserDataSecretRef: &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
+		},
+	}
+	if err := controllerutil.SetControllerReference(pool, claim, r.Client.Scheme()); err != nil {
+		return err
+	}
+	if err := r.Client.Create(ctx, claim); err != nil {
+		_ = r.Client.Delete(ctx, secret)
+		return fmt.Errorf("creating the MachineClaim: %w", err)
+	}
+	s.mem.creating[name] = s.now
+	return nil
+}
+
+// registrationToken reuses a registration token while it has more than
+// half an hour left: tokens are valid an hour for any number of runners,
+// and one call per pool per half hour spares the shared budget.
+func (r *Reconciler) registrationToken(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) (github.Token, error) {
+	if t := s.mem.token; t.Value != "" && t.ExpiresAt.Sub(s.now) > 30*time.Minute {
+		return t, nil
+	}
+	t, err := gh.RegistrationToken(ctx, gscope)
+	if err != nil {
+		return github.Token{}, err
+	}
+	s.mem.token = t
+	return t, nil
+}
+
+// deleteRunnerMachine deletes a claim (its finalizer deletes the VM) and
+// the bootstrap Secret that held its registration.
+func (r *Reconciler) deleteRunnerMachine(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineClaim) error {
+	if c.DeletionTimestamp == nil {
+		if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-bootstrap", Namespace: pool.Namespace}}
+	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return err
+	}
+	return nil
+}
+
+func (r *Reconciler) claims(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) ([]hypervisorv1alpha1.MachineClaim, error) {
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(pool.Namespace), client.MatchingLabels{PoolLabel: pool.Name}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// ours are the registrations carrying the pool's own label.
+func ours(pool *hypervisorv1alpha1.RunnerPool, runners []github.Runner) []github.Runner {
+	label := poolRunnerLabel(pool)
+	var out []github.Runner
+	for _, rn := range runners {
+		for _, l := range rn.Labels {
+			if strings.EqualFold(l, label) {
+				out = append(out, rn)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// poolRunnerLabel marks a pool's registrations, so the pool finds its
+// runners (and their orphans) among everything else registered in the scope.
+func poolRunnerLabel(pool *hypervisorv1alpha1.RunnerPool) string {
+	uid := strings.ReplaceAll(string(pool.UID), "-", "")
+	if len(uid) > 12 {
+		uid = uid[:12]
+	}
+	return "hyperfleet-pool-" + uid
+}
+
+func suffix() string {
+	const letters = "bcdfghjklmnpqrstvwxz2456789"
+	b := make([]byte, 5)
+	for i := range b {
+		n, _ := rand.Int(rand.Reader, big.NewInt(int64(len(letters))))
+		b[i] = letters[n.Int64()]
+	}
+	return string(b)
+}
+
+func idleTTL(p *hypervisorv1alpha1.RunnerPool) time.Duration {
+	if d := p.Spec.IdleTTL; d != nil {
+		return d.Duration
+	}
+	return 10 * time.Minute
+}
+
+func maxLifetime(p *hypervisorv1alpha1.RunnerPool) time.Duration {
+	if d := p.Spec.MaxLifetime; d != nil {
+		return d.Duration
+	}
+	return 24 * time.Hour
+}
+
+func registrationTimeout(p *hypervisorv1alpha1.RunnerPool) time.Duration {
+	if d := p.Spec.RegistrationTimeout; d != nil {
+		return d.Duration
+	}
+	return 15 * time.Minute
+}

@@ -1,0 +1,219 @@
+package runnerpool_test
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+)
+
+func jobDone(id int64) (bool, string) {
+	j, ok := gh.Job(id)
+	return ok && j.Status == "completed", fmt.Sprintf("job %d: %+v", id, j)
+}
+
+// A queued job gets a runner that takes it; after the job the runner and
+// its VM are gone.
+func TestQueuedJobGetsARunnerAndTheVMIsGone(t *testing.T) {
+	l := newLab(t)
+	l.pool("single")
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("single")
+		return readyReason(p) == "Ready", describe(p)
+	})
+	id, err := gh.QueueJob(repo, []string{"self-hosted", "linux", "x64", "single"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	j, _ := gh.Job(id)
+	if !strings.HasPrefix(j.RunnerName, "single-") || j.Conclusion != "success" {
+		t.Errorf("job ran on %q with conclusion %q", j.RunnerName, j.Conclusion)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		p := l.get("single")
+		return len(l.claims()) == 0 && l.vms() == 0 && registered("single") == 0 && p.Status.Replicas == 0,
+			fmt.Sprintf("%d claims, %d VMs, %d registered; %s", len(l.claims()), l.vms(), registered("single"), describe(p))
+	})
+}
+
+// 200 queued jobs scale the pool to max and back to min, with no runner
+// left registered and no VM left behind.
+func TestBurstScalesToMaxAndBack(t *testing.T) {
+	l := newLab(t)
+	l.pool("burst", func(p *hypervisorv1alpha1.RunnerPool) { p.Spec.MinReplicas, p.Spec.MaxReplicas = 1, 12 })
+	ids := make([]int64, 0, 200)
+	for range 200 {
+		id, err := gh.QueueJobSpec(githubsim.JobSpec{Repo: repo, Labels: []string{"self-hosted", "burst"}, Duration: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	peak := int32(0)
+	testenv.Eventually(t, 5*time.Minute, func() (bool, string) {
+		p := l.get("burst")
+		peak = max(peak, p.Status.Replicas)
+		if p.Status.Replicas > p.Spec.MaxReplicas {
+			t.Fatalf("%d runners, above maxReplicas %d", p.Status.Replicas, p.Spec.MaxReplicas)
+		}
+		done := 0
+		for _, id := range ids {
+			if ok, _ := jobDone(id); ok {
+				done++
+			}
+		}
+		return done == len(ids), fmt.Sprintf("%d of %d jobs done; peak %d; %s", done, len(ids), peak, describe(p))
+	})
+	if peak != 12 {
+		t.Errorf("the pool peaked at %d runners; 200 queued jobs should take it to maxReplicas 12", peak)
+	}
+	testenv.Eventually(t, 2*time.Minute, func() (bool, string) {
+		p := l.get("burst")
+		return p.Status.Replicas == 1 && len(l.claims()) == 1 && l.vms() == 1 && registered("burst") <= 1,
+			fmt.Sprintf("%d claims, %d VMs, %d registered; %s", len(l.claims()), l.vms(), registered("burst"), describe(p))
+	})
+	// Deleting the pool takes the last runner with it.
+	if err := l.c.Delete(rootCtx, l.get("burst")); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		return len(l.claims()) == 0 && l.vms() == 0 && registered("burst") == 0,
+			fmt.Sprintf("%d claims, %d VMs, %d registered after the pool's deletion", len(l.claims()), l.vms(), registered("burst"))
+	})
+}
+
+// A redelivery of the same queued delivery never scales twice, and a
+// forged delivery is refused.
+func TestRedeliveredAndForgedDeliveries(t *testing.T) {
+	l := newLab(t)
+	kv.HangAllScheduling(true) // runners never come up: the demand stays visible
+	defer kv.HangAllScheduling(false)
+	l.pool("redeliver")
+	id, err := gh.QueueJob(repo, []string{"self-hosted", "redeliver"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("redeliver")
+		return p.Status.DesiredReplicas == 1 && len(l.claims()) == 1, describe(p)
+	})
+	var delivery int64
+	for _, d := range gh.Deliveries() {
+		if d.JobID == id && d.Action == "queued" {
+			delivery = d.ID
+		}
+	}
+	if delivery == 0 {
+		t.Fatalf("no queued delivery for job %d in %+v", id, gh.Deliveries())
+	}
+	for range 3 {
+		if _, err := gh.Redeliver(delivery); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A forged delivery for another job: refused before it can scale.
+	body := []byte(`{"action":"queued","workflow_job":{"id":987654321,"labels":["self-hosted","redeliver"]},"repository":{"name":"widgets","owner":{"login":"acme"}}}`)
+	req, _ := http.NewRequest(http.MethodPost, webhookURL, bytes.NewReader(body))
+	req.Header.Set("X-GitHub-Event", "workflow_job")
+	req.Header.Set("X-GitHub-Delivery", "forged-1")
+	req.Header.Set("X-Hub-Signature-256", githubsim.Sign("not-the-secret", body))
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusUnauthorized {
+		t.Errorf("forged delivery answered %d, want 401", res.StatusCode)
+	}
+	// Wait for the redeliveries to have been answered, then check the count.
+	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+		n := 0
+		for _, d := range gh.Deliveries() {
+			if d.JobID == id && d.Action == "queued" && d.StatusCode/100 == 2 {
+				n++
+			}
+		}
+		return n >= 4, fmt.Sprintf("%d queued deliveries answered", n)
+	})
+	p := l.get("redeliver")
+	if p.Status.DesiredReplicas != 1 || len(l.claims()) != 1 || p.Status.QueuedJobs != 1 {
+		t.Errorf("after 3 redeliveries and a forgery: %d claims; %s", len(l.claims()), describe(p))
+	}
+}
+
+// Scale-down never kills a busy runner: kubectl scale to 0 while a long
+// job runs leaves the runner until its job is done.
+func TestBusyRunnerNeverKilledByScaleDown(t *testing.T) {
+	l := newLab(t)
+	one := int32(1)
+	l.pool("busy", func(p *hypervisorv1alpha1.RunnerPool) {
+		p.Spec.Replicas = &one
+		p.Spec.IdleTTL = &metav1.Duration{Duration: 0}
+	})
+	id, err := gh.QueueJobSpec(githubsim.JobSpec{Repo: repo, Labels: []string{"self-hosted", "busy"}, Duration: 8 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		j, _ := gh.Job(id)
+		return j.Status == "in_progress", fmt.Sprintf("job %+v", j)
+	})
+	// kubectl scale --replicas=0, through the scale subresource.
+	if err := l.c.SubResource("scale").Update(rootCtx, l.get("busy"), client.WithSubResourceBody(&autoscalingv1.Scale{
+		ObjectMeta: metav1.ObjectMeta{Name: "busy", Namespace: l.ns}, Spec: autoscalingv1.ScaleSpec{Replicas: 0},
+	})); err != nil {
+		t.Fatal(err)
+	}
+	if p := l.get("busy"); p.Spec.Replicas == nil || *p.Spec.Replicas != 0 {
+		t.Fatalf("the scale subresource did not set spec.replicas: %v", p.Spec.Replicas)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	if j, _ := gh.Job(id); j.Conclusion != "success" {
+		t.Fatalf("the busy runner's job ended %q: it was killed", j.Conclusion)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		return len(l.claims()) == 0 && registered("busy") == 0, describe(l.get("busy"))
+	})
+}
+
+// GitHub's Retry-After is honoured: the pool waits, says why, and goes on.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	l := newLab(t)
+	l.pool("throttled")
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("throttled")
+		return readyReason(p) == "Ready", describe(p)
+	})
+	if err := gh.InjectFault(githubsim.Fault{Endpoint: githubsim.EndpointRepoListRunners, Action: githubsim.FaultHTTPError,
+		Status: http.StatusTooManyRequests, RetryAfter: 4 * time.Second, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("throttled")
+		return readyReason(p) == "RateLimited", describe(p)
+	})
+	throttledAt, calls := time.Now(), gh.Calls(githubsim.EndpointRepoListRunners)
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("throttled")
+		return readyReason(p) == "Ready", describe(p)
+	})
+	// Every pool shares the budget, so no list went out for ~4 s; the
+	// first after it is the one that recovered.
+	if waited := time.Since(throttledAt); waited < 2*time.Second {
+		t.Errorf("recovered after %s; Retry-After said 4s", waited)
+	}
+	if n := gh.Calls(githubsim.EndpointRepoListRunners) - calls; n == 0 {
+		t.Error("no list call after the Retry-After passed")
+	}
+}

@@ -1,0 +1,230 @@
+package runnerpool_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubevirtv1 "kubevirt.io/api/core/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+)
+
+const (
+	operatorNamespace = "hyperfleet-system"
+	webhookSecret     = "hook-s3cret"
+	repo              = "acme/widgets"
+)
+
+var (
+	kv         *kubevirtsim.Simulator
+	gh         *githubsim.Server
+	webhookURL string
+	rootCtx    = context.Background()
+)
+
+// One manager (with the webhook receiver), one kubevirtsim, one githubsim
+// sending real signed workflow_job deliveries to the receiver, and stand-in
+// agents inside the runner VMs, for the whole package.
+func TestMain(m *testing.M) {
+	testenv.MainWith(m, func() (func(), error) {
+		ctrl.SetLogger(logr.Discard())
+		ctx, cancel := context.WithCancel(context.Background())
+		fail := func(err error) (func(), error) { cancel(); return nil, err }
+		if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
+			return fail(err)
+		}
+		var err error
+		if kv, err = kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()}); err != nil {
+			return fail(err)
+		}
+		addr, err := freeAddr()
+		if err != nil {
+			return fail(err)
+		}
+		webhookURL = "http://" + addr + "/github/webhook"
+		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret, JobDuration: 500 * time.Millisecond})
+		if err := gh.Start(); err != nil {
+			return fail(err)
+		}
+		c := testenv.Client()
+		for _, obj := range []client.Object{
+			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
+			&corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Name: "github-webhook", Namespace: operatorNamespace, Labels: map[string]string{meta.CredentialsLabel: "true"}},
+				StringData: map[string]string{"webhookSecret": webhookSecret},
+			},
+		} {
+			if err := c.Create(ctx, obj); err != nil {
+				return fail(err)
+			}
+		}
+		mgr, err := manager.New(testenv.Config(), manager.Options{
+			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
+			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
+			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
+			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second},
+		})
+		if err != nil {
+			return fail(err)
+		}
+		done := make(chan error, 1)
+		go func() { done <- mgr.Start(ctx) }()
+		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(),
+			PowerOff: func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
+				return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
+			}}
+		agents.Start(ctx)
+		return func() {
+			cancel()
+			if err := <-done; err != nil {
+				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+			}
+			gh.Close()
+			kv.Stop()
+		}, nil
+	})
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+const runnerVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
+"volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/example/runner-image:2.321.0"}}]}}}}`
+
+// lab is one test's namespace with a KubeVirt cluster, a runner template
+// and the GitHub credentials.
+type lab struct {
+	t  *testing.T
+	ns string
+	c  client.Client
+}
+
+func newLab(t *testing.T) *lab {
+	t.Helper()
+	l := &lab{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
+	l.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		StringData: map[string]string{"token": gh.PAT()},
+	})
+	l.create(&hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "kv"},
+		Spec:       hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt},
+	})
+	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "runner"},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "kv"},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}},
+		},
+	})
+	return l
+}
+
+func (l *lab) create(obj client.Object) {
+	l.t.Helper()
+	obj.SetNamespace(l.ns)
+	if err := l.c.Create(rootCtx, obj); err != nil {
+		l.t.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	}
+}
+
+func (l *lab) pool(name string, mutate ...func(*hypervisorv1alpha1.RunnerPool)) *hypervisorv1alpha1.RunnerPool {
+	l.t.Helper()
+	owner, repoName, _ := strings.Cut(repo, "/")
+	p := &hypervisorv1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{
+			TemplateRef: meta.LocalObjectReference{Name: "runner"},
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: repoName,
+				CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
+			Labels:      []string{name},
+			MinReplicas: 0, MaxReplicas: 5,
+			IdleTTL: &metav1.Duration{Duration: 2 * time.Second},
+		},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	l.create(p)
+	return p
+}
+
+func (l *lab) get(name string) *hypervisorv1alpha1.RunnerPool {
+	l.t.Helper()
+	p := &hypervisorv1alpha1.RunnerPool{}
+	if err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: name}, p); err != nil {
+		l.t.Fatal(err)
+	}
+	return p
+}
+
+func (l *lab) claims() []hypervisorv1alpha1.MachineClaim {
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns), client.HasLabels{runnerpool.PoolLabel}); err != nil {
+		l.t.Fatal(err)
+	}
+	return list.Items
+}
+
+func (l *lab) vms() int {
+	var list kubevirtv1.VirtualMachineList
+	if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns), client.MatchingLabels{kubevirt.LabelOwnerKind: "MachineClaim"}); err != nil {
+		l.t.Fatal(err)
+	}
+	return len(list.Items)
+}
+
+// registered counts the runners GitHub lists whose name starts with prefix.
+func registered(prefix string) int {
+	n := 0
+	for _, r := range gh.Runners() {
+		if strings.HasPrefix(r.Name, prefix+"-") {
+			n++
+		}
+	}
+	return n
+}
+
+func describe(p *hypervisorv1alpha1.RunnerPool) string {
+	s := p.Status
+	var b strings.Builder
+	fmt.Fprintf(&b, "desired %d replicas %d (pending %d idle %d busy %d) queued %d dereg %d; ", s.DesiredReplicas, s.Replicas,
+		s.PendingReplicas, s.IdleReplicas, s.BusyReplicas, s.QueuedJobs, s.PendingDeregistrations)
+	for _, c := range s.Conditions {
+		fmt.Fprintf(&b, "%s=%s %s: %s; ", c.Type, c.Status, c.Reason, c.Message)
+	}
+	return b.String()
+}
+
+func readyReason(p *hypervisorv1alpha1.RunnerPool) string {
+	if c := apimeta.FindStatusCondition(p.Status.Conditions, meta.ReadyCondition); c != nil {
+		return c.Reason
+	}
+	return ""
+}
