@@ -59,8 +59,14 @@ func TestRBACGrantsWhatIsNeeded(t *testing.T) {
 		{verb: "watch", group: "hourglass.eigenlayer.io", resource: "performers", allowed: true},
 		{verb: "create", group: "kubevirt.io", resource: "virtualmachines", namespace: "desks", allowed: true},
 		{verb: "get", resource: "configmaps", namespace: ns, allowed: true},
+		// RunnerPools make a MachineClaim per runner.
+		{verb: "create", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: true},
+		// Never a cluster-wide Secret list or watch: Secrets elsewhere are read with a GET.
+		{verb: "get", resource: "secrets", namespace: "desks", allowed: true},
+		{verb: "list", resource: "secrets", namespace: "desks", allowed: false},
+		{verb: "watch", resource: "secrets", allowed: false},
 		// Not more.
-		{verb: "create", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: false},
+		{verb: "update", group: "hypervisor.hyperfleet.io", resource: "hypervisorclusters", allowed: false},
 		{verb: "delete", resource: "namespaces", allowed: false},
 		{verb: "create", group: "rbac.authorization.k8s.io", resource: "clusterrolebindings", allowed: false},
 		{verb: "create", resource: "pods/exec", namespace: ns, allowed: false},

@@ -22,6 +22,8 @@ const (
 	opGetRunner               = "get_runner"
 	opDeleteRunner            = "delete_runner"
 	opListRunnerGroups        = "list_runner_groups"
+	opListQueuedRuns          = "list_queued_runs"
+	opListRunJobs             = "list_run_jobs"
 	opOther                   = "other"
 )
 
@@ -70,6 +72,8 @@ var operations = []struct {
 	{http.MethodGet, regexp.MustCompile(`^/(repos/[^/]+/[^/]+|orgs/[^/]+)/actions/runners/\d+$`), opGetRunner},
 	{http.MethodDelete, regexp.MustCompile(`^/(repos/[^/]+/[^/]+|orgs/[^/]+)/actions/runners/\d+$`), opDeleteRunner},
 	{http.MethodGet, regexp.MustCompile(`^/orgs/[^/]+/actions/runner-groups$`), opListRunnerGroups},
+	{http.MethodGet, regexp.MustCompile(`^/repos/[^/]+/[^/]+/actions/runs$`), opListQueuedRuns},
+	{http.MethodGet, regexp.MustCompile(`^/repos/[^/]+/[^/]+/actions/runs/\d+/jobs$`), opListRunJobs},
 }
 
 func operation(r *http.Request) string {

@@ -103,3 +103,28 @@ func (d *Demand) expire(now time.Time) {
 		}
 	}
 }
+
+// Sync makes the pool's queued jobs what a poll of GitHub found: jobs the
+// webhooks never announced are added, and queued records GitHub no longer
+// lists (taken or cancelled, their deliveries lost) are closed. It reports
+// whether the demand changed.
+func (d *Demand) Sync(pool types.NamespacedName, queued []int64, now time.Time) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	listed := make(map[int64]bool, len(queued))
+	changed := false
+	for _, id := range queued {
+		listed[id] = true
+		if _, known := d.jobs[id]; !known {
+			d.jobs[id] = &jobRecord{pool: pool, state: jobQueued, queuedAt: now, seen: now}
+			changed = true
+		}
+	}
+	for id, r := range d.jobs {
+		if r.pool == pool && r.state == jobQueued && !listed[id] {
+			r.state, r.seen = jobDone, now
+			changed = true
+		}
+	}
+	return changed
+}

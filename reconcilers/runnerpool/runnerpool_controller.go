@@ -79,6 +79,7 @@ type poolMemory struct {
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
+	lastPoll time.Time
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch

@@ -20,6 +20,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/webhook"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 )
@@ -80,6 +81,7 @@ func (r *Reconciler) reconcilePool(ctx context.Context, s *scope) (ctrl.Result, 
 		return ctrl.Result{}, err
 	}
 	obs := r.observe(s, claims, runners)
+	r.poll(ctx, s, gh, gscope)
 
 	// Retire what is over: finished runners, ended machines, registrations
 	// that never came online in time, idle runners past their lifetime.
@@ -126,6 +128,40 @@ func (r *Reconciler) reconcilePool(ctx context.Context, s *scope) (ctrl.Result, 
 	}
 	r.record(s, obs, desired, pendingDereg)
 	return result, nil
+}
+
+// poll is the fallback for lost webhook deliveries: every pollInterval a
+// repository pool lists the repository's queued jobs, keeps those that
+// would be routed to it, and makes its demand match.
+func (r *Reconciler) poll(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) {
+	interval := time.Minute
+	if w := s.pool.Spec.WebhookScaling; w != nil && w.PollInterval != nil {
+		interval = w.PollInterval.Duration
+	}
+	if !gscope.IsRepository() || interval <= 0 || s.now.Sub(s.mem.lastPoll) < interval {
+		return
+	}
+	jobs, err := gh.QueuedJobs(ctx, gscope)
+	if err != nil {
+		ctrl.LoggerFrom(ctx).V(1).Info("Polling queued jobs failed; webhooks still scale the pool", "error", err.Error())
+		return
+	}
+	s.mem.lastPoll = s.now
+	var pools hypervisorv1alpha1.RunnerPoolList
+	if err := r.Client.List(ctx, &pools); err != nil {
+		return
+	}
+	key := client.ObjectKeyFromObject(s.pool)
+	var mine []int64
+	for _, j := range jobs {
+		job := webhook.Job{ID: j.ID, Labels: j.Labels, Owner: gscope.Owner, Repository: gscope.Repository}
+		if p, ok := MatchPool(pools.Items, job); ok && client.ObjectKeyFromObject(p) == key {
+			mine = append(mine, j.ID)
+		}
+	}
+	if r.Demand.Sync(key, mine, s.now) {
+		ctrl.LoggerFrom(ctx).V(1).Info("Polled queued jobs changed the pool's demand", "queued", len(mine))
+	}
 }
 
 // observe sorts the pool's claims by what GitHub says of their runners.

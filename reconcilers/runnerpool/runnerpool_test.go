@@ -9,10 +9,12 @@ import (
 	"time"
 
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
@@ -88,8 +90,16 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		var left []string
+		for _, c := range l.claims() {
+			msg := ""
+			for _, cond := range c.Status.Conditions {
+				msg += cond.Type + "=" + string(cond.Status) + " " + cond.Message + "; "
+			}
+			left = append(left, fmt.Sprintf("%s(%s, deleting %v: %s)", c.Name, c.Status.Phase, c.DeletionTimestamp != nil, msg))
+		}
 		return len(l.claims()) == 0 && l.vms() == 0 && registered("burst") == 0,
-			fmt.Sprintf("%d claims, %d VMs, %d registered after the pool's deletion", len(l.claims()), l.vms(), registered("burst"))
+			fmt.Sprintf("claims %v, %d VMs, %d registered after the pool's deletion", left, l.vms(), registered("burst"))
 	})
 }
 
@@ -216,4 +226,73 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 	if n := gh.Calls(githubsim.EndpointRepoListRunners) - calls; n == 0 {
 		t.Error("no list call after the Retry-After passed")
 	}
+}
+
+// A delivery GitHub never made is made up for by the poll of queued jobs.
+func TestPollingFallbackForLostDeliveries(t *testing.T) {
+	l := newLab(t)
+	l.pool("polled", func(p *hypervisorv1alpha1.RunnerPool) {
+		p.Spec.WebhookScaling = &hypervisorv1alpha1.WebhookScaling{PollInterval: &metav1.Duration{Duration: 2 * time.Second}}
+	})
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("polled")
+		return readyReason(p) == "Ready", describe(p)
+	})
+	gh.DropNextDeliveries(1)
+	id, err := gh.QueueJob(repo, []string{"self-hosted", "polled"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		return len(l.claims()) == 0 && registered("polled") == 0, describe(l.get("polled"))
+	})
+}
+
+// A rotated GitHub App key: the pool reports the refusal, and the new key
+// in the Secret is used without a restart.
+func TestAppKeyRotation(t *testing.T) {
+	l := newLab(t)
+	l.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "github-app", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		StringData: map[string]string{"appID": fmt.Sprint(gh.AppID()), "installationID": fmt.Sprint(gh.InstallationID()), "privateKey": string(gh.AppPrivateKeyPEM())},
+	})
+	l.pool("app", func(p *hypervisorv1alpha1.RunnerPool) { p.Spec.GitHub.CredentialsRef.Name = "github-app" })
+	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+		p := l.get("app")
+		return readyReason(p) == "Ready", describe(p)
+	})
+	newKey, err := gh.RotateAppKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	gh.RevokeInstallationTokens()
+	defer func() {
+		// Other tests' pools use a PAT; the App key stays rotated.
+		_ = newKey
+	}()
+	testenv.Eventually(t, time.Minute, func() (bool, string) {
+		p := l.get("app")
+		return readyReason(p) == "AuthenticationFailed", describe(p)
+	})
+	if strings.Contains(describe(l.get("app")), "PRIVATE KEY") {
+		t.Fatal("a condition leaks the key")
+	}
+	s := &corev1.Secret{}
+	if err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: "github-app"}, s); err != nil {
+		t.Fatal(err)
+	}
+	s.Data["privateKey"] = newKey
+	if err := l.c.Update(rootCtx, s); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, func() (bool, string) {
+		p := l.get("app")
+		return readyReason(p) == "Ready", describe(p)
+	})
+	id, err := gh.QueueJob(repo, []string{"self-hosted", "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
 }

@@ -31,6 +31,9 @@ const (
 	EndpointOrgDeleteRunner      = "DELETE /orgs/{org}/actions/runners/{runner_id}"
 	EndpointOrgListRunnerGroups  = "GET /orgs/{org}/actions/runner-groups"
 
+	EndpointRepoListRuns    = "GET /repos/{owner}/{repo}/actions/runs"
+	EndpointRepoListRunJobs = "GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs"
+
 	// EndpointUnknown counts requests for anything else (answered 404).
 	EndpointUnknown = "unknown"
 )
@@ -69,6 +72,8 @@ func (s *Server) apiRoutes() *http.ServeMux {
 	handle(EndpointRepoDeleteRunner, s.handleDeleteRunner)
 	handle(EndpointOrgDeleteRunner, s.handleDeleteRunner)
 	handle(EndpointOrgListRunnerGroups, s.handleListGroups)
+	handle(EndpointRepoListRuns, s.handleListRuns)
+	handle(EndpointRepoListRunJobs, s.handleListRunJobs)
 	mux.Handle("/", s.endpoint(EndpointUnknown, func(*reqCtx) (int, any, *apiError) { return 0, nil, notFound() }))
 	return mux
 }

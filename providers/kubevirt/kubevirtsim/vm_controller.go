@@ -277,7 +277,10 @@ func (r *vmReconciler) reconcileDelete(ctx context.Context, vm *kubevirtv1.Virtu
 		err := r.s.reader.Get(ctx, client.ObjectKeyFromObject(vm), live)
 		switch {
 		case err == nil && metav1.IsControlledBy(live, vm):
-			return ctrl.Result{}, nil // the VMI's deletion event brings us back
+			// The VMI's deletion event brings us back; the requeue is a
+			// safety net for an event that raced this read (KubeVirt's
+			// controllers resync periodically too).
+			return ctrl.Result{RequeueAfter: time.Second}, nil
 		case err != nil && !apierrors.IsNotFound(err):
 			return ctrl.Result{}, err
 		}

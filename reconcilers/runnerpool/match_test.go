@@ -1,0 +1,122 @@
+package runnerpool
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/webhook"
+)
+
+func testPool(ns, name, owner, repo, org string, labels ...string) hypervisorv1alpha1.RunnerPool {
+	return hypervisorv1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{Labels: labels,
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: repo, Organization: org}},
+	}
+}
+
+func TestMatchPool(t *testing.T) {
+	pools := []hypervisorv1alpha1.RunnerPool{
+		testPool("ci", "org-general", "", "", "acme"),
+		testPool("ci", "org-gpu", "", "", "acme", "gpu"),
+		testPool("ci", "widgets", "acme", "widgets", ""),
+		testPool("ci", "widgets-gpu", "acme", "widgets", "", "gpu", "cuda-12"),
+	}
+	job := func(repo string, labels ...string) webhook.Job {
+		return webhook.Job{ID: 1, Owner: "acme", Organization: "acme", Repository: repo, Labels: labels}
+	}
+	cases := []struct {
+		name string
+		job  webhook.Job
+		want string
+	}{
+		{"plain job on the repository pool", job("widgets", "self-hosted"), "widgets"},
+		{"labels are case-insensitive", job("widgets", "Self-Hosted", "Linux", "X64"), "widgets"},
+		{"gpu job: the smallest pool that covers it", job("widgets", "self-hosted", "gpu"), "org-gpu"},
+		{"cuda needs the repository gpu pool", job("widgets", "self-hosted", "gpu", "cuda-12"), "widgets-gpu"},
+		{"another repository: the organization pool", job("gadgets", "self-hosted"), "org-general"},
+		{"nothing has arm64", job("widgets", "self-hosted", "arm64"), ""},
+		{"GitHub-hosted label", job("widgets", "ubuntu-latest"), ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, ok := MatchPool(pools, tc.job)
+			got := ""
+			if ok {
+				got = p.Name
+			}
+			if got != tc.want {
+				t.Errorf("MatchPool = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	other := webhook.Job{ID: 2, Owner: "evil", Organization: "evil", Repository: "widgets", Labels: []string{"self-hosted"}}
+	if p, ok := MatchPool(pools, other); ok {
+		t.Errorf("a job of another owner went to %s", p.Name)
+	}
+}
+
+func TestDemandIsIdempotentPerJob(t *testing.T) {
+	d := NewDemand()
+	pool := types.NamespacedName{Namespace: "ci", Name: "p"}
+	now := time.Unix(1000, 0)
+	queued := webhook.Job{ID: 7, Action: webhook.JobQueued}
+	if changed, _ := d.Record(pool, queued, now); !changed || d.Queued(pool) != 1 {
+		t.Fatal("the first queued event must count")
+	}
+	if changed, _ := d.Record(pool, queued, now); changed || d.Queued(pool) != 1 {
+		t.Fatal("a redelivered queued event must not count twice")
+	}
+	taken := webhook.Job{ID: 7, Action: webhook.JobInProgress}
+	changed, waited := d.Record(pool, taken, now.Add(42*time.Second))
+	if !changed || waited != 42*time.Second || d.Queued(pool) != 0 {
+		t.Fatalf("in_progress: changed %v waited %s queued %d", changed, waited, d.Queued(pool))
+	}
+	if changed, _ := d.Record(pool, queued, now); changed || d.Queued(pool) != 0 {
+		t.Fatal("a late queued event for a taken job must not count")
+	}
+	if !d.Sync(pool, []int64{8, 9}, now) || d.Queued(pool) != 2 {
+		t.Fatal("polled jobs the webhooks missed must count")
+	}
+	if !d.Sync(pool, []int64{9}, now) || d.Queued(pool) != 1 {
+		t.Fatal("a queued job GitHub no longer lists must stop counting")
+	}
+}
+
+// FuzzMatchPool: whatever a job says, a match covers all its labels and is
+// in scope, and the choice does not depend on the pools' order.
+func FuzzMatchPool(f *testing.F) {
+	f.Add("acme", "widgets", "self-hosted,gpu", "gpu", "Self-Hosted")
+	f.Add("ACME", "Widgets", "", "", "")
+	f.Add("acme", "x", "self-hosted,linux,x64,a,b", "a,b", "a")
+	f.Fuzz(func(t *testing.T, owner, repo, jobLabels, poolLabelsA, poolLabelsB string) {
+		split := func(s string) []string {
+			if s == "" {
+				return nil
+			}
+			return strings.Split(s, ",")
+		}
+		pools := []hypervisorv1alpha1.RunnerPool{
+			testPool("ns", "a", "acme", "widgets", "", split(poolLabelsA)...),
+			testPool("ns", "b", "", "", "acme", split(poolLabelsB)...),
+		}
+		job := webhook.Job{ID: 1, Owner: owner, Organization: owner, Repository: repo, Labels: split(jobLabels)}
+		p, ok := MatchPool(pools, job)
+		reversed := []hypervisorv1alpha1.RunnerPool{pools[1], pools[0]}
+		q, ok2 := MatchPool(reversed, job)
+		if ok != ok2 || (ok && p.Name != q.Name) {
+			t.Fatalf("the choice depends on order: %v %v", p, q)
+		}
+		if !ok {
+			return
+		}
+		if !labelsCover(RunnerLabels(p), job.Labels) || !inScope(p, job) {
+			t.Fatalf("pool %s does not cover job %+v", p.Name, job)
+		}
+	})
+}
