@@ -16,6 +16,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hyperfleet dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	o := sandbox.Options{Out: stdout}
+	var webhookAddr string
 	var logOpts logging.Options
 	fs.StringVar(&o.StateDir, "state-dir", ".hyperfleet/dev", "Directory for the sandbox's kubeconfig.")
 	fs.StringVar(&o.SamplesNamespace, "samples-namespace", "default", "Namespace the samples go into; empty skips them.")
@@ -24,6 +25,8 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.ProxmoxAddr, "proxmox-sim-address", "127.0.0.1:8006", "Address of the simulated Proxmox VE API; empty runs no simulator.")
 	fs.StringVar(&o.SandboxNamespace, "sandbox-namespace", "sandbox", "Namespace of the objects that use the simulators.")
 	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to create on the simulated Proxmox.")
+	fs.StringVar(&o.GitHubAddr, "github-sim-address", "127.0.0.1:8090", "Address of the simulated GitHub (REST API, runners, jobs, webhooks) with a demo RunnerPool; empty runs none. Needs --kubevirt-sim.")
+	fs.StringVar(&webhookAddr, "webhook-bind-address", "127.0.0.1:9443", "Address of the manager's GitHub webhook receiver.")
 	fs.BoolVar(&o.KubeVirt, "kubevirt-sim", true, "Run the KubeVirt simulator (VirtualMachine CRDs and a stand-in for virt-controller and virt-handler) for Cyberdesks and kubevirt clusters.")
 	logOpts.BindFlags(fs, "console")
 	if _, err := parseWithLogger(fs, args, &logOpts); err != nil {
@@ -36,6 +39,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	defaults.OperatorNamespace = "hyperfleet-system"
 	// Short enough that a newcomer sees the sweeper act during a demo.
 	defaults.OrphanGrace = 2 * time.Minute
+	defaults.Runners.WebhookAddr = webhookAddr
 	o.Manager = defaults
 	if err := o.Manager.Complete(); err != nil {
 		return err

@@ -29,6 +29,7 @@ func commands() []command {
 	return []command{
 		{"run", "Run the manager against a cluster (kubeconfig or in-cluster).", runManager},
 		{"dev", "Run the embedded sandbox: control plane, CRDs, manager and samples.", runDev},
+		{"enqueue-jobs", "Queue fake GitHub Actions jobs on the sandbox's simulated GitHub.", runEnqueue},
 		{"version", "Print the version.", runVersion},
 	}
 }

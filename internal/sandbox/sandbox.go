@@ -58,6 +58,10 @@ type Options struct {
 	KubeVirt bool
 	// KubeVirtLatencies overrides the simulator's realistic boot latencies.
 	KubeVirtLatencies *kubevirtsim.Latencies
+
+	// GitHubAddr is where the GitHub simulator listens, with a demo
+	// RunnerPool on KubeVirt (needs KubeVirt); empty skips it.
+	GitHubAddr string
 }
 
 // Run brings the sandbox up, blocks until ctx ends, then tears it down.
@@ -121,13 +125,28 @@ func Run(ctx context.Context, o Options) error {
 		say("==> Created HypervisorCluster pve-sim, template ubuntu-sim and %d MachineClaims in namespace %s", o.DemoClaims, o.SandboxNamespace)
 	}
 
+	var kv *kubevirtsim.Simulator
 	if o.KubeVirt {
-		sim, err := startKubeVirt(ctx, plane.Config, c, o)
+		if kv, err = startKubeVirt(ctx, plane.Config, c, o); err != nil {
+			return err
+		}
+		defer kv.Stop()
+		say("==> KubeVirt simulator running (VirtualMachines boot in about 30 s); Cyberdesk template in ConfigMap %s/cyberdesk-vm-template", o.Manager.OperatorNamespace)
+	}
+	if o.GitHubAddr != "" && kv != nil {
+		gh, err := startGitHub(ctx, c, o)
 		if err != nil {
 			return err
 		}
-		defer sim.Stop()
-		say("==> KubeVirt simulator running (VirtualMachines boot in about 30 s); Cyberdesk template in ConfigMap %s/cyberdesk-vm-template", o.Manager.OperatorNamespace)
+		defer gh.Close()
+		if err := ensureNamespace(ctx, c, o.SandboxNamespace); err != nil {
+			return err
+		}
+		if err := createAll(ctx, c, o.SandboxNamespace, runnerObjects(gh)); err != nil {
+			return err
+		}
+		startAgents(ctx, c, gh, kv, o.SandboxNamespace)
+		say("==> GitHub simulator at %s (repository %s, webhooks to %s); RunnerPool demo-runners in namespace %s", gh.URL(), SandboxRepository, o.Manager.Runners.WebhookAddr, o.SandboxNamespace)
 	}
 
 	say("==> Starting the HyperFleet manager in-process (leader election in namespace %s)", o.Manager.OperatorNamespace)
@@ -158,6 +177,9 @@ func Run(ctx context.Context, o Options) error {
 	if o.KubeVirt {
 		say("  kubectl get cyberdesks,vm,vmi -A                            # the sample desktop boots on the KubeVirt simulator")
 		say("  kubectl edit configmap -n %s cyberdesk-vm-template   # changes the next desktops", o.Manager.OperatorNamespace)
+	}
+	if o.GitHubAddr != "" && o.KubeVirt {
+		say("  hyperfleet enqueue-jobs --count 5                          # queue GitHub jobs; watch: kubectl get runnerpools,machineclaims -n %s -w", o.SandboxNamespace)
 	}
 	say("  kubectl explain machineclaim.spec")
 	if o.Manager.MetricsAddr != "0" {

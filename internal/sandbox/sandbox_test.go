@@ -3,6 +3,9 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"io"
+	"net"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
@@ -51,6 +54,7 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	ready := make(chan string, 1)
 	fast := proxmoxsim.DefaultLatencies()
 	kvFast := kubevirtsim.DefaultLatencies()
+	ghAddr, hookAddr := freeAddr(t), freeAddr(t)
 	opts := sandbox.Options{
 		StateDir:         t.TempDir(),
 		SamplesNamespace: "samples",
@@ -68,7 +72,9 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 		DemoClaims:        2,
 		KubeVirt:          true,
 		KubeVirtLatencies: &kvFast,
+		GitHubAddr:        ghAddr,
 	}
+	opts.Manager.Runners.WebhookAddr = hookAddr
 	done := make(chan error, 1)
 	go func() { done <- sandbox.Run(ctx, opts) }()
 
@@ -160,6 +166,47 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	// The demo RunnerPool keeps one idle runner; a queued job is taken by a
+	// runner (a webhook delivery to the manager scales the pool).
+	pool := &hypervisorv1alpha1.RunnerPool{}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		err := c.Get(ctx, types.NamespacedName{Namespace: "sandbox", Name: "demo-runners"}, pool)
+		if err == nil && pool.Status.IdleReplicas >= 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo RunnerPool has no idle runner within 90s: %v %+v", err, pool.Status)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	var enqueueOut bytes.Buffer
+	res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
+		strings.NewReader(`{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = enqueueOut.ReadFrom(res.Body)
+	_ = res.Body.Close()
+	if res.StatusCode/100 != 2 {
+		t.Fatalf("queueing a job: %d %s", res.StatusCode, enqueueOut.String())
+	}
+	deadline = time.Now().Add(90 * time.Second)
+	for {
+		res, err := http.Get("http://" + ghAddr + "/_sim/jobs")
+		if err == nil {
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if strings.Contains(string(body), `"status":"completed"`) {
+				break
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the queued job was not completed by a demo runner within 90s")
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+
 	cancel()
 	select {
 	case err := <-done:
@@ -172,4 +219,14 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	if !strings.Contains(out.String(), "Stopping kube-apiserver and etcd") {
 		t.Errorf("no shutdown message:\n%s", out.String())
 	}
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String()
 }

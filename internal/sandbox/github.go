@@ -1,0 +1,100 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"log"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
+)
+
+// SandboxRepository is the repository of the simulated GitHub.
+const SandboxRepository = "acme/widgets"
+
+// The demo pool's runners carry this label; `hyperfleet enqueue-jobs`
+// queues jobs asking for it.
+const demoPoolLabel = "sandbox"
+
+// startGitHub runs githubsim, sending signed workflow_job deliveries to the
+// manager's webhook receiver, and the webhook Secret the receiver reads.
+func startGitHub(ctx context.Context, c client.Client, o Options) (*githubsim.Server, error) {
+	secret := make([]byte, 16)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, err
+	}
+	webhookSecret := hex.EncodeToString(secret)
+	sim := githubsim.New(githubsim.Options{
+		Repositories: []string{SandboxRepository}, JobDuration: 20 * time.Second,
+		WebhookURL: "http://" + o.Manager.Runners.WebhookAddr + "/github/webhook", WebhookSecret: webhookSecret,
+		ErrorLog: log.New(io.Discard, "", 0),
+	})
+	if err := sim.StartOn(o.GitHubAddr); err != nil {
+		return nil, fmt.Errorf("starting the GitHub simulator on %s: %w", o.GitHubAddr, err)
+	}
+	name := o.Manager.Runners.WebhookSecret
+	if name == "" {
+		name = "github-webhook"
+	}
+	key := o.Manager.Runners.WebhookSecretKey
+	if key == "" {
+		key = "webhookSecret"
+	}
+	err := createAll(ctx, c, o.Manager.OperatorNamespace, []client.Object{&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		StringData: map[string]string{key: webhookSecret},
+	}})
+	if err != nil {
+		sim.Close()
+		return nil, err
+	}
+	return sim, nil
+}
+
+// runnerObjects are what a user writes for runners on KubeVirt: the
+// cluster, a runner template, the GitHub credentials and a pool.
+func runnerObjects(sim *githubsim.Server) []client.Object {
+	vm := `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
+"volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/hyperfleet/runner-image:ubuntu-24.04"}}]}}}}`
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-sim-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+			StringData: map[string]string{"token": sim.PAT()}},
+		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-sim"}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider: hypervisorv1alpha1.ProviderKubeVirt,
+		}},
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner-sim"}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "kubevirt-sim"},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(vm)}},
+		}},
+		&hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "demo-runners"}, Spec: hypervisorv1alpha1.RunnerPoolSpec{
+			TemplateRef: meta.LocalObjectReference{Name: "runner-sim"},
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: "acme", Repository: "widgets",
+				CredentialsRef: meta.LocalObjectReference{Name: "github-sim-pat"}, APIURL: sim.URL() + "/"},
+			Labels:      []string{demoPoolLabel},
+			MinReplicas: 1, MaxReplicas: 5,
+			IdleTTL: &metav1.Duration{Duration: time.Minute},
+		}},
+	}
+}
+
+// startAgents plays the bootstrap agent inside every runner VM.
+func startAgents(ctx context.Context, c client.Client, gh *githubsim.Server, kv *kubevirtsim.Simulator, namespace string) {
+	agents := &runnersim.Agents{Client: c, GitHub: gh, Namespace: namespace, Log: ctrl.LoggerFrom(ctx).WithName("runner-agents"),
+		PowerOff: func(_ context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
+			return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
+		}}
+	agents.Start(ctx)
+}
