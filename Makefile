@@ -17,8 +17,9 @@ all: build
 
 ##@ Build
 .PHONY: build
-build: ## Build bin/hyperfleet.
+build: ## Build bin/hyperfleet and bin/hyperfleet-bootstrap (the agent for runner images).
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/hyperfleet ./cmd/hyperfleet
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/hyperfleet-bootstrap ./cmd/hyperfleet-bootstrap
 
 .PHONY: controlplane
 controlplane: ## Build (or reuse) kube-apiserver and etcd under bin/controlplane/.
