@@ -3,10 +3,12 @@ package gitops_test
 import (
 	"flag"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,6 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/gitops"
 	"github.com/hyperfleet/hyperfleet/internal/logging"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/webhook"
 )
 
 const image = "ghcr.io/hyperfleet/hyperfleet"
@@ -129,7 +132,100 @@ func TestOverlays(t *testing.T) {
 			checkExternalSecrets(t, objs, want.store, opts)
 			checkMonitoring(t, objs, want.monitoring)
 			checkWiring(t, objs)
+			checkWebhook(t, objs, objs, opts)
 		})
+	}
+}
+
+// The base's manager has the same webhook wiring, its Secret being the one
+// the external-secrets component makes.
+func TestBaseWebhook(t *testing.T) {
+	base := built(t, gitops.BaseDir)
+	_, c := managerContainer(t, base)
+	checkWebhook(t, base, built(t, gitops.BaseDir, externalSecretsDir), parseRunFlags(t, c.Args))
+}
+
+const externalSecretsDir = "kustomize/components/external-secrets"
+
+// checkWebhook: the receiver listens on the container's webhook port; the
+// Secret it reads is one an ExternalSecret of secrets makes, syncing the key
+// it reads (checkExternalSecrets checks the credentials label); the webhook
+// Service selects the manager's Pods and targets that port; an Ingress, when
+// there is one, sends the receiver's path to that Service's port.
+func checkWebhook(t *testing.T, objs, secrets []*unstructured.Unstructured, opts manager.Options) {
+	t.Helper()
+	dep, c := managerContainer(t, objs)
+	var port int32
+	for _, p := range c.Ports {
+		if p.Name == "webhook" {
+			port = p.ContainerPort
+		}
+	}
+	if _, p, err := net.SplitHostPort(opts.Runners.WebhookAddr); err != nil || p != strconv.Itoa(int(port)) {
+		t.Errorf("--webhook-bind-address=%q, want the container's webhook port %d", opts.Runners.WebhookAddr, port)
+	}
+
+	es := gitops.Find(secrets, "ExternalSecret", opts.Runners.WebhookSecret)
+	if es == nil {
+		t.Errorf("--webhook-secret=%q names no ExternalSecret", opts.Runners.WebhookSecret)
+	} else {
+		if target, _, _ := unstructured.NestedString(es.Object, "spec", "target", "name"); target != opts.Runners.WebhookSecret {
+			t.Errorf("ExternalSecret %s makes Secret %q, not the --webhook-secret %q", es.GetName(), target, opts.Runners.WebhookSecret)
+		}
+		data, _, _ := unstructured.NestedSlice(es.Object, "spec", "data")
+		found := false
+		for _, d := range data {
+			if m, ok := d.(map[string]any); ok && m["secretKey"] == opts.Runners.WebhookSecretKey {
+				found = true
+			}
+		}
+		if !found {
+			t.Errorf("ExternalSecret %s does not sync the key %q the receiver reads (--webhook-secret-key)", es.GetName(), opts.Runners.WebhookSecretKey)
+		}
+	}
+
+	u := gitops.Find(objs, "Service", "hyperfleet-webhook")
+	if u == nil {
+		t.Fatal("no Service hyperfleet-webhook")
+	}
+	svc := decode[corev1.Service](t, u)
+	podLabels := dep.Spec.Template.Labels
+	for k, v := range svc.Spec.Selector {
+		if podLabels[k] != v {
+			t.Errorf("Service hyperfleet-webhook selects %s=%s; the manager's Pods have %q", k, v, podLabels[k])
+		}
+	}
+	if len(svc.Spec.Ports) != 1 || svc.Spec.Ports[0].TargetPort.String() != "webhook" {
+		t.Fatalf("Service hyperfleet-webhook ports %+v, want one targeting port webhook", svc.Spec.Ports)
+	}
+
+	ing := gitops.Find(objs, "Ingress", "hyperfleet-webhook")
+	if ing == nil {
+		return
+	}
+	in := decode[networkingv1.Ingress](t, ing)
+	routed := false
+	for _, rule := range in.Spec.Rules {
+		if rule.HTTP == nil {
+			continue
+		}
+		for _, p := range rule.HTTP.Paths {
+			b := p.Backend.Service
+			if b == nil || b.Name != svc.Name {
+				t.Errorf("Ingress hyperfleet-webhook sends %s to %+v, not Service %s", p.Path, p.Backend, svc.Name)
+				continue
+			}
+			if b.Port.Name != svc.Spec.Ports[0].Name && b.Port.Number != svc.Spec.Ports[0].Port {
+				t.Errorf("Ingress hyperfleet-webhook sends %s to port %+v; the Service's port is %s (%d)", p.Path, b.Port, svc.Spec.Ports[0].Name, svc.Spec.Ports[0].Port)
+			}
+			exact := p.PathType != nil && *p.PathType == networkingv1.PathTypeExact
+			if p.Path == webhook.Path || (!exact && (p.Path == "/" || strings.HasPrefix(webhook.Path, strings.TrimSuffix(p.Path, "/")+"/"))) {
+				routed = true
+			}
+		}
+	}
+	if !routed {
+		t.Errorf("Ingress hyperfleet-webhook routes no path to the receiver's %s", webhook.Path)
 	}
 }
 

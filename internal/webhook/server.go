@@ -38,8 +38,11 @@ var (
 		Name: "hyperfleet_webhook_deliveries_total",
 		Help: "GitHub webhook deliveries received, by event and result (accepted, duplicate, ignored, unauthorized, bad_request, too_large, queue_full, error).",
 	}, []string{"event", "result"})
-	registerOnce sync.Once
 )
+
+// Registered when the package is linked, so the series exists on every
+// replica, leader or not, from the start.
+func init() { metrics.Registry.MustRegister(deliveries) }
 
 // SecretFunc returns the current webhook secret, so a rotated secret takes
 // effect without a restart. It must not be logged.
@@ -72,7 +75,6 @@ type Receiver struct {
 
 func (r *Receiver) init() {
 	r.once.Do(func() {
-		registerOnce.Do(func() { metrics.Registry.MustRegister(deliveries) })
 		if r.MaxBodyBytes <= 0 {
 			r.MaxBodyBytes = 1 << 20
 		}
@@ -93,8 +95,10 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.handler.ServeHTTP(w, req)
 }
 
-// NeedLeaderElection: only the leader scales pools, so only it receives;
-// the webhook Service selects the leader (see the README).
+// NeedLeaderElection: only the leader scales pools, so only it listens.
+// The webhook Service selects every ready replica, so with two replicas some
+// deliveries reach a follower and fail; GitHub shows them as failed, and the
+// pools' polling fallback makes up for them (see docs/install.md).
 func (r *Receiver) NeedLeaderElection() bool { return true }
 
 // Start serves until ctx ends and runs the worker that handles deliveries.

@@ -214,7 +214,14 @@ func (r *Reconciler) providerForClaim(ctx context.Context, s *scope) (providers.
 	}
 	name := s.claim.Status.ClusterName
 	if name == "" {
-		return nil, fmt.Errorf("no cluster recorded for the machine: %w", providers.ErrNotFound)
+		// The machine was made but the status write that records its
+		// cluster was lost (a crash, a racing deletion): the template says
+		// which cluster it went to.
+		t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
+		if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.claim.Namespace, Name: s.claim.Spec.TemplateRef.Name}, t); err != nil {
+			return nil, fmt.Errorf("no cluster recorded for the machine, and its template is unreadable: %w", err)
+		}
+		name = t.Spec.ClusterRef.Name
 	}
 	cluster := &hypervisorv1alpha1.HypervisorCluster{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.claim.Namespace, Name: name}, cluster); err != nil {
