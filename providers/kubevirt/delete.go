@@ -49,9 +49,8 @@ func (p *Provider) PowerOff(ctx context.Context, ref providers.MachineRef, owner
 	return nil
 }
 
-// Delete removes the VirtualMachine, waits (ErrInProgress) until it and its
-// instance are gone, then removes the cloud-init Secret. A VM that is gone
-// already only leaves its Secret to remove.
+// Delete removes the VirtualMachine and its cloud-init Secret, and answers
+// ErrInProgress until the VM and its instance are gone.
 func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner providers.Owner) error {
 	ns := p.namespace(ref)
 	key := types.NamespacedName{Namespace: ns, Name: ref.Name}
@@ -70,9 +69,18 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 				return apiError("deleting VirtualMachine "+key.String(), err)
 			}
 		}
+		// The guest read its user data at boot: the Secret goes now, so a
+		// caller that stops calling (a released claim, a sweeper that sees
+		// the VM gone) never leaves it behind.
+		if err := p.deleteSecret(ctx, ns, ref.Name, owner); err != nil {
+			return err
+		}
 		return fmt.Errorf("VirtualMachine %s is being deleted: %w", key, providers.ErrInProgress)
 	case !apierrors.IsNotFound(err):
 		return apiError("reading VirtualMachine "+key.String(), err)
+	}
+	if err := p.deleteSecret(ctx, ns, ref.Name, owner); err != nil {
+		return err
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := p.cfg.Reader.Get(ctx, key, vmi); err == nil {
@@ -82,7 +90,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 	} else if !apierrors.IsNotFound(err) {
 		return apiError("reading VirtualMachineInstance "+key.String(), err)
 	}
-	return p.deleteSecret(ctx, ns, ref.Name, owner)
+	return nil
 }
 
 func (p *Provider) deleteSecret(ctx context.Context, ns, vm string, owner providers.Owner) error {

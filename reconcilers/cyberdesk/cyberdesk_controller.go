@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -77,6 +78,23 @@ type Reconciler struct {
 	// does not serve KubeVirt's API (desks then say so in their status).
 	WatchVirtualMachines    bool
 	MaxConcurrentReconciles int
+
+	// counted remembers which desks' timeout and deletion were counted: a
+	// reconcile triggered by a VM event can read the desk from a cache that
+	// does not show the status just written, and must not count twice.
+	counted sync.Map
+}
+
+// countOnce reports whether the event (timeout, delete) of desk d is being
+// counted for the first time.
+func (r *Reconciler) countOnce(what string, d *cyberdeskv1alpha1.Cyberdesk) bool {
+	_, seen := r.counted.LoadOrStore(what+"/"+string(d.UID), struct{}{})
+	return !seen
+}
+
+func (r *Reconciler) forgetCounts(uid string) {
+	r.counted.Delete("timeout/" + uid)
+	r.counted.Delete("delete/" + uid)
 }
 
 // +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks,verbs=get;list;watch;update;patch
@@ -144,6 +162,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, desk); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if !desk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(desk, Finalizer) {
+		r.forgetCounts(string(desk.UID))
+	}
 	before := desk.DeepCopy()
 	s := &scope{desk: desk, now: started}
 	defer func() {
@@ -207,13 +228,14 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 		}
 		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
 			"Released after %s without confirming VM %s was deleted: %v; delete it by hand", r.FinalizationTimeout, vmName(d), err)
-	} else if hasVM(d) {
+	} else if hasVM(d) && r.countOnce("delete", d) {
 		vmDeleted.Inc()
 		operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))
 	}
 	patch := client.MergeFrom(d.DeepCopy())
 	controllerutil.RemoveFinalizer(d, Finalizer)
+	r.forgetCounts(string(d.UID))
 	if err := r.Client.Patch(ctx, d, patch); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}

@@ -146,10 +146,12 @@ func (r *Reconciler) expire(ctx context.Context, s *scope) (ctrl.Result, error) 
 	if err := r.Provider.PowerOff(ctx, vmRef(d), owner(d)); err != nil && !errors.Is(err, providers.ErrNotOwned) {
 		return r.providerError(s, err)
 	}
-	vmTimeout.Inc()
-	operationDuration.WithLabelValues("timeout").Observe(r.Clock.Since(t0).Seconds())
-	r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, ReasonTimedOut, "Timeout",
-		"Cyberdesk ran for its timeoutMs (%d); shutting down VM %s", timeoutMs(d), vmName(d))
+	if r.countOnce("timeout", d) {
+		vmTimeout.Inc()
+		operationDuration.WithLabelValues("timeout").Observe(r.Clock.Since(t0).Seconds())
+		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, ReasonTimedOut, "Timeout",
+			"Cyberdesk ran for its timeoutMs (%d); shutting down VM %s", timeoutMs(d), vmName(d))
+	}
 	return r.retire(ctx, s, ReasonTimedOut)
 }
 
@@ -165,8 +167,10 @@ func (r *Reconciler) retire(ctx context.Context, s *scope, reason string) (ctrl.
 	err := r.Provider.Delete(ctx, vmRef(d), owner(d))
 	switch {
 	case err == nil, errors.Is(err, providers.ErrNotOwned):
-		vmDeleted.Inc()
-		operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
+		if r.countOnce("delete", d) {
+			vmDeleted.Inc()
+			operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
+		}
 		return r.end(s, reason, "VM "+vmName(d)+" deleted")
 	case errors.Is(err, providers.ErrInProgress):
 		return ctrl.Result{RequeueAfter: time.Second}, nil

@@ -10,8 +10,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -278,4 +281,55 @@ func readyCondition(conds []metav1.Condition) metav1.Condition {
 		}
 	}
 	return metav1.Condition{}
+}
+
+// A kubevirt cluster reached through a kubeconfig in its credentials Secret
+// (here the same API server, addressed as a remote one would be).
+func TestKubeVirtRemoteClusterThroughKubeconfig(t *testing.T) {
+	l := newKubeVirtLab(t)
+	cfg := testenv.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
+	kc.CurrentContext = "remote"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": data},
+	})
+	l.create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "broken-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": []byte("apiVersion: v1\nclusters: [this is not a kubeconfig")},
+	})
+	for name, secret := range map[string]string{"kv-remote": "remote-kubeconfig", "kv-broken": "broken-kubeconfig"} {
+		l.create(&hypervisorv1alpha1.HypervisorCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+				Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: secret},
+				HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+			},
+		})
+	}
+	l.waitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv-remote"}}, "Connected", 30*time.Second)
+	broken := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv-broken"}}
+	l.waitReason(broken, "KubeconfigInvalid", 30*time.Second)
+	if !apimeta.IsStatusConditionTrue(broken.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("a broken kubeconfig must be Stalled: %v", broken.Status.Conditions)
+	}
+	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote-ubuntu"},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "kv-remote"},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(kubevirtVM)}},
+		},
+	})
+	l.claim("remote-box", func(mc *hypervisorv1alpha1.MachineClaim) { mc.Spec.TemplateRef.Name = "remote-ubuntu" })
+	mc := l.waitPhase("remote-box", hypervisorv1alpha1.MachineReady, time.Minute)
+	if _, err := l.vm(mc.Status.MachineName); err != nil {
+		t.Errorf("the claim's VM is not on the remote cluster: %v", err)
+	}
 }
