@@ -92,14 +92,40 @@ func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (provi
 }
 
 func (p *Provider) observe(ctx context.Context, vm *kubevirtv1.VirtualMachine) (providers.Machine, error) {
-	vmi := &kubevirtv1.VirtualMachineInstance{}
-	if err := p.cfg.Client.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return providers.Machine{}, apiError("reading VirtualMachineInstance "+vm.Namespace+"/"+vm.Name, err)
-		}
-		vmi = nil
+	vmi, err := p.instance(ctx, p.cfg.Client, vm)
+	if err != nil {
+		return providers.Machine{}, err
 	}
-	return machineOf(vm, vmi), nil
+	m := machineOf(vm, vmi)
+	if m.State != providers.PowerStopped && m.State != providers.PowerFailed {
+		return m, nil
+	}
+	// A stop ends the machine for good, so it is confirmed with a live
+	// read: a cache can show the VM's new status before the instance
+	// KubeVirt just made for it.
+	live := &kubevirtv1.VirtualMachine{}
+	if err := p.cfg.Reader.Get(ctx, client.ObjectKeyFromObject(vm), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return m, nil
+		}
+		return providers.Machine{}, apiError("reading VirtualMachine "+vm.Namespace+"/"+vm.Name, err)
+	}
+	if vmi, err = p.instance(ctx, p.cfg.Reader, live); err != nil {
+		return providers.Machine{}, err
+	}
+	return machineOf(live, vmi), nil
+}
+
+// instance reads vm's VirtualMachineInstance; nil when there is none.
+func (p *Provider) instance(ctx context.Context, r client.Reader, vm *kubevirtv1.VirtualMachine) (*kubevirtv1.VirtualMachineInstance, error) {
+	vmi := &kubevirtv1.VirtualMachineInstance{}
+	if err := r.Get(ctx, client.ObjectKeyFromObject(vm), vmi); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, apiError("reading VirtualMachineInstance "+vm.Namespace+"/"+vm.Name, err)
+	}
+	return vmi, nil
 }
 
 // Create makes the cloud-init Secret and the VirtualMachine, or reports the

@@ -33,7 +33,10 @@ func machineOf(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 		case kubevirtv1.RunStrategyAlways:
 			starting = true
 		case kubevirtv1.RunStrategyRerunOnFailure, kubevirtv1.RunStrategyOnce:
-			starting = vm.Status.RunStrategy != strategy || hasStartRequest(vm)
+			// Stopped for good only once KubeVirt says so; until then the
+			// instance may just not be visible yet.
+			starting = vm.Status.RunStrategy != strategy || hasStartRequest(vm) ||
+				vm.Status.PrintableStatus != kubevirtv1.VirtualMachineStatusStopped
 		case kubevirtv1.RunStrategyManual:
 			starting = hasStartRequest(vm)
 		}

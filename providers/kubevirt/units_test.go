@@ -227,6 +227,11 @@ func TestMachineOf(t *testing.T) {
 	}
 	ended := vm(&rerun)
 	ended.Status.RunStrategy = rerun
+	ended.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusStarting
+	if m := machineOf(ended, nil); m.State != providers.PowerProvisioning {
+		t.Errorf("RerunOnFailure, instance made but not seen yet (Starting): %s, want Provisioning", m.State)
+	}
+	ended.Status.PrintableStatus = kubevirtv1.VirtualMachineStatusStopped
 	if m := machineOf(ended, nil); m.State != providers.PowerStopped {
 		t.Errorf("RerunOnFailure after a clean end, no instance: %s, want Stopped", m.State)
 	}
