@@ -66,7 +66,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options) error {
 		log.Info("The cluster serves no kubevirt.io/v1 VirtualMachineInstance; Cyberdesks will report KubeVirtNotInstalled until KubeVirt is installed and the operator restarted")
 	}
 	r := &cyberdesk.Reconciler{
-		Client: mgr.GetClient(), Provider: provider, TemplateReader: mgr.GetAPIReader(),
+		Client: mgr.GetClient(), Provider: provider, APIReader: mgr.GetAPIReader(),
 		TemplateConfigMap: types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.TemplateConfigMap},
 		TemplateKey:       c.TemplateKey,
 		Recorder:          mgr.GetEventRecorder("cyberdesk"),

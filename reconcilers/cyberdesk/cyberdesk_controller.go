@@ -58,9 +58,9 @@ type Reconciler struct {
 	Client client.Client
 	// Provider is a KubeVirt provider whose owner kind is OwnerKind.
 	Provider providers.Hypervisor
-	// TemplateReader reads the template ConfigMap uncached, so an edit
-	// reaches the next desk at once.
-	TemplateReader client.Reader
+	// APIReader reads uncached: the template ConfigMap, so an edit reaches
+	// the next desk at once, and a desk the cache may show stale.
+	APIReader client.Reader
 	// TemplateConfigMap and TemplateKey locate the VirtualMachine template.
 	TemplateConfigMap types.NamespacedName
 	TemplateKey       string
@@ -83,6 +83,10 @@ type Reconciler struct {
 	// reconcile triggered by a VM event can read the desk from a cache that
 	// does not show the status just written, and must not count twice.
 	counted sync.Map
+	// written holds the resourceVersion of each desk's last status write:
+	// a cached desk with another one may predate that write, and is read
+	// again from the API server before anything is decided on it.
+	written sync.Map
 }
 
 // countOnce reports whether the event (timeout, delete) of desk d is being
@@ -160,7 +164,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	defer func() { operationDuration.WithLabelValues("reconcile").Observe(r.Clock.Since(started).Seconds()) }()
 	desk := &cyberdeskv1alpha1.Cyberdesk{}
 	if err := r.Client.Get(ctx, req.NamespacedName, desk); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.written.Delete(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if rv, ok := r.written.Load(req.NamespacedName); ok && rv.(string) != desk.ResourceVersion {
+		// A VM event can arrive before the cache shows our last status
+		// write; deciding on the older status would undo it.
+		if err := r.APIReader.Get(ctx, req.NamespacedName, desk); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	if !desk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(desk, Finalizer) {
 		r.forgetCounts(string(desk.UID))
@@ -179,6 +193,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			}
 			return
 		}
+		r.written.Store(req.NamespacedName, desk.ResourceVersion)
 		if r.Exporter != nil && !statusEqual(before, desk) {
 			r.Exporter.Enqueue(row(desk, s.now))
 		}

@@ -62,7 +62,7 @@ func (r *Reconciler) reconcilePhases(ctx context.Context, s *scope) (ctrl.Result
 func (r *Reconciler) create(ctx context.Context, s *scope) (ctrl.Result, error) {
 	d := s.desk
 	t0 := r.Clock.Now()
-	text, source, err := hypervisors.TemplateFromConfigMap(ctx, r.TemplateReader, r.TemplateConfigMap, r.TemplateKey)
+	text, source, err := hypervisors.TemplateFromConfigMap(ctx, r.APIReader, r.TemplateConfigMap, r.TemplateKey)
 	if err != nil {
 		return r.providerError(s, err)
 	}
