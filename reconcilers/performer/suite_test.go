@@ -290,12 +290,15 @@ func (e *env) waitEvent(regarding, reason, want string) string {
 	return note
 }
 
+// service waits for a Performer's Service: the reconciler makes it after
+// the Pod, possibly in a later reconcile.
 func (e *env) service(name string) *corev1.Service {
 	e.t.Helper()
 	svc := &corev1.Service{}
-	if err := e.get(performer.ServiceName(name), svc); err != nil {
-		e.t.Fatalf("Service of %s: %v", name, err)
-	}
+	testenv.Eventually(e.t, 30*time.Second, func() (bool, string) {
+		err := e.get(performer.ServiceName(name), svc)
+		return err == nil, fmt.Sprintf("Service of %s: %v", name, err)
+	})
 	return svc
 }
 
