@@ -17,6 +17,7 @@ import (
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/reconcilers/serverside"
 )
 
 // conflictError: an object of ours by name exists but belongs to someone else.
@@ -120,7 +121,7 @@ func (r *Reconciler) ensureOwned(ctx context.Context, e *hourglassv1alpha1.Hourg
 	if err := controllerutil.SetControllerReference(e, want, r.Scheme); err != nil {
 		return err
 	}
-	return apply(ctx, r.Client, want)
+	return serverside.Apply(ctx, r.Client, fieldOwner, want)
 }
 
 // secretRetry waits a quarter of the time the executor has been waiting for

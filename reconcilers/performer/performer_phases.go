@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/serverside"
 )
 
 // Event reasons.
@@ -331,7 +332,7 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope, hash string) e
 	if existing != nil && serviceUpToDate(existing, want) {
 		return nil
 	}
-	if err := apply(ctx, r.Client, want); err != nil {
+	if err := serverside.Apply(ctx, r.Client, FieldOwner, want); err != nil {
 		return fmt.Errorf("applying the Service: %w", err)
 	}
 	return nil

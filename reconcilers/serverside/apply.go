@@ -1,4 +1,6 @@
-package performer
+// Package serverside applies the objects reconcilers own with server-side
+// apply, so fields other controllers or people own are left alone.
+package serverside
 
 import (
 	"context"
@@ -9,14 +11,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// FieldOwner is the server-side-apply field manager of what this reconciler makes.
-const FieldOwner = "hyperfleet-performer"
-
-// apply server-side-applies obj (TypeMeta set) as FieldOwner and reads the
+// Apply server-side-applies obj (TypeMeta set) as fieldOwner and reads the
 // result back into obj. Server-side apply leaves the fields others own
 // (defaults, a mesh's annotations) alone and removes the fields we stop
 // setting.
-func apply(ctx context.Context, c client.Client, obj client.Object) error {
+func Apply(ctx context.Context, c client.Client, fieldOwner string, obj client.Object) error {
 	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
 	if err != nil {
 		return fmt.Errorf("converting %T for apply: %w", obj, err)
@@ -27,7 +26,7 @@ func apply(ctx context.Context, c client.Client, obj client.Object) error {
 	pruneEmpty(u)
 	applied := &unstructured.Unstructured{Object: u}
 	if err := c.Apply(ctx, client.ApplyConfigurationFromUnstructured(applied),
-		client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return err
 	}
 	// Leave the server's answer (status, defaults, generation) in obj.
