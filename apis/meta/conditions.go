@@ -42,3 +42,13 @@ type ConditionsAccessor interface {
 	GetConditions() []metav1.Condition
 	SetConditions([]metav1.Condition)
 }
+
+// +kubebuilder:object:generate=false
+
+// ObservedGenerationAccessor is implemented by every HyperFleet kind, so the
+// shared finalize-status step stamps status.observedGeneration without
+// knowing the concrete type.
+type ObservedGenerationAccessor interface {
+	GetObservedGeneration() int64
+	SetObservedGeneration(int64)
+}

@@ -22,6 +22,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
@@ -223,7 +224,7 @@ func (l *lab) waitReady(obj interface {
 	meta.ConditionsAccessor
 }) {
 	l.b.Helper()
-	testenv.Eventually(l.b, time.Minute, func() (bool, string) {
+	eventually.That(l.b, time.Minute, func() (bool, string) {
 		if err := l.c.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: obj.GetName()}, obj); err != nil {
 			return false, err.Error()
 		}

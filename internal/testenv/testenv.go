@@ -62,6 +62,10 @@ func run(m *testing.M, setup func() (func(), error)) int {
 	}
 	code := m.Run()
 	teardown()
+	if v := remainingViolations(); len(v) > 0 {
+		fmt.Fprintf(os.Stderr, "testenv: kstatus check failed outside any test's namespace:\n  %s\n", strings.Join(v, "\n  "))
+		code = 1
+	}
 	if err := plane.Stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "testenv: stopping the control plane: %v\n", err)
 	}
@@ -69,6 +73,7 @@ func run(m *testing.M, setup func() (func(), error)) int {
 }
 
 func start() error {
+	installKstatusCheck()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
 	dir, err := controlplane.BinaryDir(ctx, os.Stderr)
@@ -101,23 +106,6 @@ func Client() client.Client { return k8sClient }
 // Scheme returns the scheme the client uses.
 func Scheme() *runtime.Scheme { return k8sScheme }
 
-// Eventually polls cond every 100 ms until it returns true or timeout
-// passes, then fails the test with cond's last description of what it saw.
-func Eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-}
-
 // Namespace creates a namespace for one test, deleted when it ends.
 func Namespace(t testing.TB) string {
 	t.Helper()
@@ -126,6 +114,7 @@ func Namespace(t testing.TB) string {
 	if err := k8sClient.Create(context.Background(), ns); err != nil {
 		t.Fatalf("creating namespace %s: %v", name, err)
 	}
+	t.Cleanup(func() { checkKstatus(t, name) })
 	t.Cleanup(func() {
 		// envtest runs no namespace controller, so the namespace stays
 		// Terminating; deleting still stops its objects leaking into listings.

@@ -10,6 +10,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
@@ -239,7 +240,7 @@ func TestJITRunnerLifecycle(t *testing.T) {
 	if _, err := sim.RunRunner(ctx, githubsim.RunRequest{JITConfig: jit.Encoded}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the runner online", func() bool {
+	eventually.True(t, 5*time.Second, "the runner online", func() bool {
 		r, err := c.GetRunner(ctx, orgScope, jit.Runner.ID)
 		return err == nil && r.Online() && !r.Busy
 	})
@@ -247,14 +248,14 @@ func TestJITRunnerLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the runner busy", func() bool {
+	eventually.True(t, 5*time.Second, "the runner busy", func() bool {
 		r, err := c.GetRunner(ctx, orgScope, jit.Runner.ID)
 		return err == nil && r.Busy
 	})
 	if err := c.DeleteRunner(ctx, orgScope, jit.Runner.ID); !errors.Is(err, github.ErrRunnerBusy) {
 		t.Fatalf("deleting a busy runner = %v, want ErrRunnerBusy", err)
 	}
-	eventually(t, 5*time.Second, "the ephemeral runner gone after its job", func() bool {
+	eventually.True(t, 5*time.Second, "the ephemeral runner gone after its job", func() bool {
 		_, err := c.GetRunner(ctx, orgScope, jit.Runner.ID)
 		return errors.Is(err, providers.ErrNotFound)
 	})

@@ -86,17 +86,6 @@ var (
 )
 
 // eventually polls cond until it holds or the bound passes.
-func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", bound, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // wantTransient checks err is transient with reason and returns its After.
 func wantTransient(t *testing.T, err error, reason string) time.Duration {
 	t.Helper()

@@ -7,6 +7,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
@@ -106,7 +107,7 @@ func TestSecondaryRateLimitWithRetryAfter(t *testing.T) {
 	}
 	refusedAt := len(sim.Requests())
 	var succeeded time.Time
-	eventually(t, 5*time.Second, "a call to go out after the wait", func() bool {
+	eventually.True(t, 5*time.Second, "a call to go out after the wait", func() bool {
 		_, err := c.ListRunners(ctx, orgScope)
 		if err == nil {
 			succeeded = time.Now()

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 )
 
 // postgrest is a stand-in Supabase that checks every request has the shape
@@ -79,17 +81,6 @@ func startExporter(t *testing.T, e *Exporter) {
 	t.Cleanup(func() { cancel(); <-done })
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 10s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 func TestUpsertShapeRetryAndLatestWins(t *testing.T) {
 	srv := &postgrest{t: t, key: "service-key-1", fail: 2}
 	hs := httptest.NewServer(srv)
@@ -103,11 +94,11 @@ func TestUpsertShapeRetryAndLatestWins(t *testing.T) {
 	startExporter(t, e)
 	e.Enqueue(Row{ID: "desk-1", Namespace: "ns", Status: "provisioning"})
 	e.Enqueue(Row{ID: "desk-1", Namespace: "ns", Status: "running", IPAddress: "10.0.0.9"})
-	waitFor(t, "desk-1 running exported after two 503s", func() bool {
+	eventually.True(t, 10*time.Second, "desk-1 running exported after two 503s", func() bool {
 		r, ok := srv.row("desk-1")
 		return ok && r.Status == "running" && r.IPAddress == "10.0.0.9"
 	})
-	waitFor(t, "nothing pending", func() bool { return e.Pending() == 0 })
+	eventually.True(t, 10*time.Second, "nothing pending", func() bool { return e.Pending() == 0 })
 }
 
 func TestEnqueueNeverBlocksOnAHungSupabase(t *testing.T) {
@@ -154,19 +145,19 @@ func TestRotatedKeyIsUsedAndUnconfiguredDrops(t *testing.T) {
 	}
 	startExporter(t, e)
 	e.Enqueue(Row{ID: "d", Status: "running"})
-	waitFor(t, "the old key refused", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.refused > 0 })
+	eventually.True(t, 10*time.Second, "the old key refused", func() bool { srv.mu.Lock(); defer srv.mu.Unlock(); return srv.refused > 0 })
 	// A 401 is not retried with the same rows; the next status carries on.
 	mu.Lock()
 	key = "new-key"
 	mu.Unlock()
 	e.Enqueue(Row{ID: "d", Status: "terminated"})
-	waitFor(t, "exported with the rotated key", func() bool { r, ok := srv.row("d"); return ok && r.Status == "terminated" })
+	eventually.True(t, 10*time.Second, "exported with the rotated key", func() bool { r, ok := srv.row("d"); return ok && r.Status == "terminated" })
 
 	mu.Lock()
 	configured = false
 	mu.Unlock()
 	e.Enqueue(Row{ID: "other", Status: "running"})
-	waitFor(t, "dropped when unconfigured", func() bool { return e.Pending() == 0 })
+	eventually.True(t, 10*time.Second, "dropped when unconfigured", func() bool { return e.Pending() == 0 })
 	if _, ok := srv.row("other"); ok {
 		t.Fatal("a row was sent although export is not configured")
 	}

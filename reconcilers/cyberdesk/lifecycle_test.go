@@ -12,7 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
@@ -32,7 +32,7 @@ func TestDesktopRunsTimesOutAndIsCleanedUp(t *testing.T) {
 	if reason, _ := readyReason(d); reason != "Running" || d.Status.ObservedGeneration != d.Generation {
 		t.Fatalf("Ready reason %q, observedGeneration %d/%d", reason, d.Status.ObservedGeneration, d.Generation)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		d, _ = l.get("alice")
 		return d.Status.IPAddress != "" && d.Status.NodeName != "", "no IP or node yet: " + describe(d)
 	})
@@ -78,7 +78,7 @@ func TestDesktopRunsTimesOutAndIsCleanedUp(t *testing.T) {
 	}
 
 	// The export reached Supabase with the final status.
-	testenv.Eventually(t, 15*time.Second, func() (bool, string) {
+	eventually.That(t, 15*time.Second, func() (bool, string) {
 		row, ok := supa.row(l.ns, "alice")
 		return ok && row.Status == "terminated" && row.VMName == "cyberdesk-alice", fmt.Sprintf("row %+v (found %v)", row, ok)
 	})
@@ -95,7 +95,7 @@ func TestDeletedMidBootLeavesNothing(t *testing.T) {
 	sim.HangScheduling(l.ns, "cyberdesk-bob")
 	defer sim.ReleaseScheduling(l.ns, "cyberdesk-bob")
 	l.desk("bob", 600000)
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: "cyberdesk-bob"}, vmi)
 		return err == nil && vmi.Status.Phase == kubevirtv1.Scheduling, fmt.Sprintf("instance: %v %s", err, vmi.Status.Phase)
@@ -167,7 +167,7 @@ func TestUnknownTemplateVariableIsAClearCondition(t *testing.T) {
 	}
 	l.desk("dave", 600000)
 	var d *cyberdeskv1alpha1.Cyberdesk
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		d, _ = l.get("dave")
 		reason, msg := readyReason(d)
 		return reason == "TemplateInvalid" && strings.Contains(msg, "${desk_owner}") && strings.Contains(msg, "cyberdesk-vm-template"), describe(d)
@@ -196,7 +196,7 @@ func TestHundredDesktopsAtOnce(t *testing.T) {
 	for i := range n {
 		l.desk(fmt.Sprintf("desk-%03d", i), 3600000)
 	}
-	testenv.Eventually(t, 3*time.Minute, func() (bool, string) {
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list cyberdeskv1alpha1.CyberdeskList
 		if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns)); err != nil {
 			return false, err.Error()
@@ -223,7 +223,7 @@ func TestHundredDesktopsAtOnce(t *testing.T) {
 	if err := l.c.DeleteAllOf(rootCtx, &cyberdeskv1alpha1.Cyberdesk{}, client.InNamespace(l.ns)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 3*time.Minute, func() (bool, string) {
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list cyberdeskv1alpha1.CyberdeskList
 		if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns)); err != nil {
 			return false, err.Error()
@@ -248,7 +248,7 @@ func TestRestartMidLifecycleMakesNoDuplicates(t *testing.T) {
 		l.desk(fmt.Sprintf("r-%02d", i), 3600000)
 	}
 	// Stop the operator while the desks are being made.
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		return len(l.vms()) >= n/2, fmt.Sprintf("%d VMs so far", len(l.vms()))
 	})
 	mgrMu.Lock()
@@ -288,7 +288,7 @@ func TestFailedInstanceIsRestartedByItsRunStrategy(t *testing.T) {
 	}
 	// RerunOnFailure: KubeVirt starts a new instance; the desk keeps its
 	// start time (the timeout counts from the first start) and runs again.
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) {
 		d, _ := l.get("erin")
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: "cyberdesk-erin"}, vmi)

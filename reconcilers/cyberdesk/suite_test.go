@@ -25,6 +25,7 @@ import (
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	cyberdesktemplate "github.com/hyperfleet/hyperfleet/kustomize/cyberdesk"
@@ -192,7 +193,7 @@ func (l *lab) get(name string) (*cyberdeskv1alpha1.Cyberdesk, error) {
 func (l *lab) waitPhase(name string, phase cyberdeskv1alpha1.CyberdeskPhase, timeout time.Duration) *cyberdeskv1alpha1.Cyberdesk {
 	l.t.Helper()
 	var d *cyberdeskv1alpha1.Cyberdesk
-	testenv.Eventually(l.t, timeout, func() (bool, string) {
+	eventually.That(l.t, timeout, func() (bool, string) {
 		var err error
 		if d, err = l.get(name); err != nil {
 			return false, err.Error()
@@ -204,7 +205,7 @@ func (l *lab) waitPhase(name string, phase cyberdeskv1alpha1.CyberdeskPhase, tim
 
 func (l *lab) waitGone(obj client.Object, timeout time.Duration) {
 	l.t.Helper()
-	testenv.Eventually(l.t, timeout, func() (bool, string) {
+	eventually.That(l.t, timeout, func() (bool, string) {
 		err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: obj.GetName()}, obj)
 		return apierrors.IsNotFound(err), fmt.Sprintf("%T %s still there (err %v)", obj, obj.GetName(), err)
 	})

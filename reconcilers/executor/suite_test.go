@@ -18,6 +18,7 @@ import (
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
@@ -75,7 +76,7 @@ func (e *env) get(name string, obj client.Object) error {
 
 func (e *env) updateExecutor(name string, mutate func(*hourglassv1alpha1.HourglassExecutor)) {
 	e.t.Helper()
-	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+	eventually.That(e.t, 10*time.Second, func() (bool, string) {
 		x := &hourglassv1alpha1.HourglassExecutor{}
 		if err := e.get(name, x); err != nil {
 			return false, err.Error()
@@ -92,7 +93,7 @@ func (e *env) updateExecutor(name string, mutate func(*hourglassv1alpha1.Hourgla
 func (e *env) waitDeployment(name string, cond func(*appsv1.Deployment) bool) *appsv1.Deployment {
 	e.t.Helper()
 	d := &appsv1.Deployment{}
-	testenv.Eventually(e.t, 20*time.Second, func() (bool, string) {
+	eventually.That(e.t, 20*time.Second, func() (bool, string) {
 		if err := e.get(name, d); err != nil {
 			return false, err.Error()
 		}
@@ -105,7 +106,7 @@ func (e *env) waitDeployment(name string, cond func(*appsv1.Deployment) bool) *a
 // once every Pod of the current template is available.
 func (e *env) rollOut(d *appsv1.Deployment) {
 	e.t.Helper()
-	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+	eventually.That(e.t, 10*time.Second, func() (bool, string) {
 		latest := &appsv1.Deployment{}
 		if err := e.get(d.Name, latest); err != nil {
 			return false, err.Error()
@@ -128,7 +129,7 @@ func (e *env) rollOut(d *appsv1.Deployment) {
 func (e *env) waitReason(name, reason string) *hourglassv1alpha1.HourglassExecutor {
 	e.t.Helper()
 	x := &hourglassv1alpha1.HourglassExecutor{}
-	testenv.Eventually(e.t, 20*time.Second, func() (bool, string) {
+	eventually.That(e.t, 20*time.Second, func() (bool, string) {
 		if err := e.get(name, x); err != nil {
 			return false, err.Error()
 		}
@@ -158,7 +159,7 @@ func (e *env) events() []eventsv1.Event {
 
 func (e *env) waitEvent(reason, want string) {
 	e.t.Helper()
-	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+	eventually.That(e.t, 10*time.Second, func() (bool, string) {
 		var seen []string
 		for _, ev := range e.events() {
 			seen = append(seen, ev.Reason+": "+ev.Note)

@@ -11,7 +11,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 )
 
 // Static addressing: each claim takes a free address of the template's list,
@@ -49,7 +49,7 @@ func TestStaticAddressesComeFromThePool(t *testing.T) {
 	if err := l.c.Delete(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		err := l.get(a)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})

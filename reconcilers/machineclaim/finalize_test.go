@@ -10,7 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -30,11 +30,11 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 		t.Fatal(err)
 	}
 	// The suite's manager runs with an 8 s finalization timeout.
-	testenv.Eventually(t, 40*time.Second, func() (bool, string) {
+	eventually.That(t, 40*time.Second, func() (bool, string) {
 		err := l.get(mc)
 		return apierrors.IsNotFound(err), fmt.Sprintf("claim still present (%v): %s", err, describe(mc.Status.Phase, mc.Status.Conditions))
 	})
-	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+	eventually.That(t, 10*time.Second, func() (bool, string) {
 		var evs eventsv1.EventList
 		if err := l.c.List(context.Background(), &evs, inNamespace(l.ns)); err != nil {
 			return false, err.Error()
@@ -51,7 +51,7 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 	}
 
 	l.sim.ClearFaults()
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		_, ok := l.sim.VM(vmid)
 		return !ok, fmt.Sprintf("VM %d still exists after Proxmox recovered", vmid)
 	})

@@ -20,6 +20,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
@@ -75,7 +76,7 @@ func (l *kvLab) claimVMs() []kubevirtv1.VirtualMachine {
 // nothingLeft: no VM, instance or cloud-init Secret of a claim remains.
 func (l *kvLab) nothingLeft(timeout time.Duration) {
 	l.t.Helper()
-	testenv.Eventually(l.t, timeout, func() (bool, string) {
+	eventually.That(l.t, timeout, func() (bool, string) {
 		var vmis kubevirtv1.VirtualMachineInstanceList
 		var secrets corev1.SecretList
 		sel := client.MatchingLabels{kubevirt.LabelOwnerKind: "MachineClaim"}
@@ -159,7 +160,7 @@ func TestKubeVirtDeleteDuringProvisioningLeavesNothing(t *testing.T) {
 	defer kvSim.ReleaseScheduling(l.ns, name)
 	mc := l.claim("doomed")
 	l.waitPhase("doomed", hypervisorv1alpha1.MachineProvisioning, 30*time.Second)
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		vmi := &kubevirtv1.VirtualMachineInstance{}
 		err := l.c.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: name}, vmi)
 		return err == nil && vmi.Status.Phase == kubevirtv1.Scheduling, fmt.Sprintf("instance %v %s", err, vmi.Status.Phase)
@@ -167,7 +168,7 @@ func TestKubeVirtDeleteDuringProvisioningLeavesNothing(t *testing.T) {
 	if err := l.c.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		err := l.get(mc)
 		return apierrors.IsNotFound(err), "claim still there: " + describe(mc.Status.Phase, mc.Status.Conditions)
 	})
@@ -222,7 +223,7 @@ func TestKubeVirtSweeperDeletesOnlyOrphans(t *testing.T) {
 	l.create(orphan("hf-gone-claim", "MachineClaim"))
 	l.create(orphan("cyberdesk-not-a-claim", "Cyberdesk"))
 	l.create(&kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "prod-db"}, Spec: kubevirtv1.VirtualMachineSpec{Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}}})
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		_, err := l.vm("hf-gone-claim")
 		return apierrors.IsNotFound(err), fmt.Sprintf("orphan still there: %v", err)
 	})
@@ -245,7 +246,7 @@ func TestKubeVirtFiftyClaimsAtOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	testenv.Eventually(t, 3*time.Minute, func() (bool, string) {
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
 		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
 			return false, err.Error()
@@ -264,7 +265,7 @@ func TestKubeVirtFiftyClaimsAtOnce(t *testing.T) {
 	if err := l.c.DeleteAllOf(context.Background(), &hypervisorv1alpha1.MachineClaim{}, client.InNamespace(l.ns)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 3*time.Minute, func() (bool, string) {
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
 		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
 			return false, err.Error()

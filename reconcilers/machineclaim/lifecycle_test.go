@@ -16,7 +16,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -76,7 +76,7 @@ func TestClaimLifecycleWithTimeout(t *testing.T) {
 	if err := l.c.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 20*time.Second, func() (bool, string) {
+	eventually.That(t, 20*time.Second, func() (bool, string) {
 		err := l.get(mc)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
@@ -105,7 +105,7 @@ func TestDeleteDuringCloneLeavesNothing(t *testing.T) {
 		o.Latencies.Clone = 3 * time.Second
 	})
 	mc := l.claim("doomed")
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		for _, vm := range l.sim.VMs() {
 			if vm.Lock == "clone" {
 				return true, ""
@@ -116,7 +116,7 @@ func TestDeleteDuringCloneLeavesNothing(t *testing.T) {
 	if err := l.c.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		err := l.get(mc)
 		return apierrors.IsNotFound(err), fmt.Sprintf("claim still there: %v", describe(mc.Status.Phase, mc.Status.Conditions))
 	})
@@ -192,7 +192,7 @@ func TestFaultsAreReportedAndRecover(t *testing.T) {
 	// A Secret without the credentials label is invisible to the operator, and the message says so.
 	tokenID, secret := l.sim.APIToken()
 	l.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}})
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		_ = l.get(cluster)
 		msg := describe("", cluster.Status.Conditions)
 		return strings.Contains(msg, "lacks the label hyperfleet.io/credentials"), msg
@@ -215,7 +215,7 @@ func TestSweeperDeletesOnlyOrphans(t *testing.T) {
 	l.waitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}, "Connected", 30*time.Second)
 	l.sim.AddVM("pve1", 4242, "hf-gone-claim", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000000"}, true)
 	l.sim.AddVM("pve1", 4343, "prod-db", []string{"prod"}, true)
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		_, orphan := l.sim.VM(4242)
 		return !orphan, "orphan 4242 still exists"
 	})
@@ -238,7 +238,7 @@ func TestFiftyClaimsAtOnce(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	testenv.Eventually(t, 3*time.Minute, func() (bool, string) {
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
 		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
 			return false, err.Error()

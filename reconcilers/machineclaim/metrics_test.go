@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 )
 
 // metricValue sums the samples of name whose labels include want, from the
@@ -78,7 +78,7 @@ func TestMetricsAreExportedFromRealCounts(t *testing.T) {
 	// The sweeper counts what it deletes.
 	before, _ := metricValue(t, "hyperfleet_orphans_deleted_total", map[string]string{"provider": "proxmox"})
 	l.sim.AddVM("pve2", 5151, "hf-left-over", []string{"hyperfleet", "hf-owner-5ca1ab1e-0000-4000-8000-000000000000"}, false)
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		after, _ := metricValue(t, "hyperfleet_orphans_deleted_total", map[string]string{"provider": "proxmox"})
 		return after >= before+1, fmt.Sprintf("hyperfleet_orphans_deleted_total %v → %v", before, after)
 	})

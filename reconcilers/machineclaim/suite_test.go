@@ -20,6 +20,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
@@ -160,7 +161,7 @@ func (l *lab) get(obj client.Object) error {
 func (l *lab) waitPhase(name string, phase hypervisorv1alpha1.MachinePhase, timeout time.Duration) *hypervisorv1alpha1.MachineClaim {
 	l.t.Helper()
 	mc := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
-	testenv.Eventually(l.t, timeout, func() (bool, string) {
+	eventually.That(l.t, timeout, func() (bool, string) {
 		if err := l.get(mc); err != nil {
 			return false, err.Error()
 		}
@@ -175,7 +176,7 @@ func (l *lab) waitReason(obj interface {
 	meta.ConditionsAccessor
 }, reason string, timeout time.Duration) {
 	l.t.Helper()
-	testenv.Eventually(l.t, timeout, func() (bool, string) {
+	eventually.That(l.t, timeout, func() (bool, string) {
 		if err := l.get(obj); err != nil {
 			return false, err.Error()
 		}

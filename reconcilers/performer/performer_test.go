@@ -17,6 +17,7 @@ import (
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manifests"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
@@ -164,7 +165,7 @@ func TestUpgradeWithoutGap(t *testing.T) {
 	gaps.check()
 
 	e.setPodStatus(v2.Name, runReady)
-	testenv.Eventually(t, 15*time.Second, func() (bool, string) {
+	eventually.That(t, 15*time.Second, func() (bool, string) {
 		gaps.check()
 		sel := e.service("roll").Spec.Selector[performer.LabelTemplateHash]
 		old := &corev1.Pod{}
@@ -248,7 +249,7 @@ func TestPendingTimeout(t *testing.T) {
 	if second.Labels[performer.LabelTemplateHash] != first.Labels[performer.LabelTemplateHash] {
 		t.Error("the replacement is of another revision")
 	}
-	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+	eventually.That(t, 10*time.Second, func() (bool, string) {
 		err := e.get(first.Name, &corev1.Pod{})
 		return isGone(err), fmt.Sprintf("old Pod: %v", err)
 	})
@@ -420,7 +421,7 @@ func TestDeletion(t *testing.T) {
 	if err := e.c.Delete(context.Background(), p, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+	eventually.That(t, 10*time.Second, func() (bool, string) {
 		got := &hourglassv1alpha1.Performer{}
 		if err := e.get("gone", got); err != nil {
 			return false, err.Error()
@@ -431,7 +432,7 @@ func TestDeletion(t *testing.T) {
 	if err := e.c.Delete(context.Background(), &pod, client.GracePeriodSeconds(0)); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+	eventually.That(t, 10*time.Second, func() (bool, string) {
 		got := &hourglassv1alpha1.Performer{}
 		if err := e.get("gone", got); err != nil {
 			return isGone(err), err.Error()

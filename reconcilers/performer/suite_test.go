@@ -21,6 +21,7 @@ import (
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
@@ -130,7 +131,7 @@ func (e *env) performer(name string, mutate ...func(*hourglassv1alpha1.Performer
 // the reconciler's status writes.
 func (e *env) update(name string, mutate func(*hourglassv1alpha1.Performer)) {
 	e.t.Helper()
-	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+	eventually.That(e.t, 10*time.Second, func() (bool, string) {
 		p := &hourglassv1alpha1.Performer{}
 		if err := e.get(name, p); err != nil {
 			return false, err.Error()
@@ -163,7 +164,7 @@ func (e *env) livePods(name string) []corev1.Pod {
 func (e *env) waitPod(name string, timeout time.Duration, cond func(corev1.Pod) bool) corev1.Pod {
 	e.t.Helper()
 	var found corev1.Pod
-	testenv.Eventually(e.t, timeout, func() (bool, string) {
+	eventually.That(e.t, timeout, func() (bool, string) {
 		var desc []string
 		n := 0
 		for _, p := range e.livePods(name) {
@@ -192,7 +193,7 @@ func (e *env) schedule(pod *corev1.Pod, node string) {
 // setPodStatus writes a Pod's status as a kubelet (or the scheduler) would.
 func (e *env) setPodStatus(name string, mutate func(*corev1.PodStatus)) {
 	e.t.Helper()
-	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+	eventually.That(e.t, 10*time.Second, func() (bool, string) {
 		pod := &corev1.Pod{}
 		if err := e.get(name, pod); err != nil {
 			return false, err.Error()
@@ -231,7 +232,7 @@ func ptrTo[T any](v T) *T { return &v }
 func (e *env) waitReason(name, reason string, timeout time.Duration) *hourglassv1alpha1.Performer {
 	e.t.Helper()
 	p := &hourglassv1alpha1.Performer{}
-	testenv.Eventually(e.t, timeout, func() (bool, string) {
+	eventually.That(e.t, timeout, func() (bool, string) {
 		if err := e.get(name, p); err != nil {
 			return false, err.Error()
 		}
@@ -272,7 +273,7 @@ func checkKstatus(t *testing.T, p *hourglassv1alpha1.Performer) {
 func (e *env) waitEvent(regarding, reason, want string) string {
 	e.t.Helper()
 	var note string
-	testenv.Eventually(e.t, 10*time.Second, func() (bool, string) {
+	eventually.That(e.t, 10*time.Second, func() (bool, string) {
 		var list eventsv1.EventList
 		if err := e.c.List(context.Background(), &list, client.InNamespace(e.ns)); err != nil {
 			return false, err.Error()
@@ -295,7 +296,7 @@ func (e *env) waitEvent(regarding, reason, want string) string {
 func (e *env) service(name string) *corev1.Service {
 	e.t.Helper()
 	svc := &corev1.Service{}
-	testenv.Eventually(e.t, 30*time.Second, func() (bool, string) {
+	eventually.That(e.t, 30*time.Second, func() (bool, string) {
 		err := e.get(performer.ServiceName(name), svc)
 		return err == nil, fmt.Sprintf("Service of %s: %v", name, err)
 	})

@@ -15,7 +15,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
@@ -29,7 +29,7 @@ func jobDone(id int64) (bool, string) {
 func TestQueuedJobGetsARunnerAndTheVMIsGone(t *testing.T) {
 	l := newLab(t)
 	l.pool("single")
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("single")
 		return readyReason(p) == "Ready", describe(p)
 	})
@@ -37,12 +37,12 @@ func TestQueuedJobGetsARunnerAndTheVMIsGone(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
 	j, _ := gh.Job(id)
 	if !strings.HasPrefix(j.RunnerName, "single-") || j.Conclusion != "success" {
 		t.Errorf("job ran on %q with conclusion %q", j.RunnerName, j.Conclusion)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) {
 		p := l.get("single")
 		return len(l.claims()) == 0 && l.vms() == 0 && registered("single") == 0 && p.Status.Replicas == 0,
 			fmt.Sprintf("%d claims, %d VMs, %d registered; %s", len(l.claims()), l.vms(), registered("single"), describe(p))
@@ -63,7 +63,7 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 		ids = append(ids, id)
 	}
 	peak := int32(0)
-	testenv.Eventually(t, 5*time.Minute, func() (bool, string) {
+	eventually.That(t, 5*time.Minute, func() (bool, string) {
 		p := l.get("burst")
 		peak = max(peak, p.Status.Replicas)
 		if p.Status.Replicas > p.Spec.MaxReplicas {
@@ -80,7 +80,7 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 	if peak != 12 {
 		t.Errorf("the pool peaked at %d runners; 200 queued jobs should take it to maxReplicas 12", peak)
 	}
-	testenv.Eventually(t, 2*time.Minute, func() (bool, string) {
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
 		p := l.get("burst")
 		return p.Status.Replicas == 1 && len(l.claims()) == 1 && l.vms() == 1 && registered("burst") <= 1,
 			fmt.Sprintf("%d claims, %d VMs, %d registered; %s", len(l.claims()), l.vms(), registered("burst"), describe(p))
@@ -89,7 +89,7 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 	if err := l.c.Delete(rootCtx, l.get("burst")); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) {
 		var left []string
 		for _, c := range l.claims() {
 			msg := ""
@@ -114,7 +114,7 @@ func TestRedeliveredAndForgedDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("redeliver")
 		return p.Status.DesiredReplicas == 1 && len(l.claims()) == 1, describe(p)
 	})
@@ -147,7 +147,7 @@ func TestRedeliveredAndForgedDeliveries(t *testing.T) {
 		t.Errorf("forged delivery answered %d, want 401", res.StatusCode)
 	}
 	// Wait for the redeliveries to have been answered, then check the count.
-	testenv.Eventually(t, 10*time.Second, func() (bool, string) {
+	eventually.That(t, 10*time.Second, func() (bool, string) {
 		n := 0
 		for _, d := range gh.Deliveries() {
 			if d.JobID == id && d.Action == "queued" && d.StatusCode/100 == 2 {
@@ -175,7 +175,7 @@ func TestBusyRunnerNeverKilledByScaleDown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) {
 		j, _ := gh.Job(id)
 		return j.Status == "in_progress", fmt.Sprintf("job %+v", j)
 	})
@@ -188,11 +188,11 @@ func TestBusyRunnerNeverKilledByScaleDown(t *testing.T) {
 	if p := l.get("busy"); p.Spec.Replicas == nil || *p.Spec.Replicas != 0 {
 		t.Fatalf("the scale subresource did not set spec.replicas: %v", p.Spec.Replicas)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
 	if j, _ := gh.Job(id); j.Conclusion != "success" {
 		t.Fatalf("the busy runner's job ended %q: it was killed", j.Conclusion)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) {
 		return len(l.claims()) == 0 && registered("busy") == 0, describe(l.get("busy"))
 	})
 }
@@ -201,7 +201,7 @@ func TestBusyRunnerNeverKilledByScaleDown(t *testing.T) {
 func TestRetryAfterIsHonoured(t *testing.T) {
 	l := newLab(t)
 	l.pool("throttled")
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("throttled")
 		return readyReason(p) == "Ready", describe(p)
 	})
@@ -209,12 +209,12 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		Status: http.StatusTooManyRequests, RetryAfter: 4 * time.Second, Times: 1}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("throttled")
 		return readyReason(p) == "RateLimited", describe(p)
 	})
 	throttledAt, calls := time.Now(), gh.Calls(githubsim.EndpointRepoListRunners)
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("throttled")
 		return readyReason(p) == "Ready", describe(p)
 	})
@@ -234,7 +234,7 @@ func TestPollingFallbackForLostDeliveries(t *testing.T) {
 	l.pool("polled", func(p *hypervisorv1alpha1.RunnerPool) {
 		p.Spec.WebhookScaling = &hypervisorv1alpha1.WebhookScaling{PollInterval: &metav1.Duration{Duration: 2 * time.Second}}
 	})
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("polled")
 		return readyReason(p) == "Ready", describe(p)
 	})
@@ -243,8 +243,8 @@ func TestPollingFallbackForLostDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	eventually.That(t, time.Minute, func() (bool, string) {
 		return len(l.claims()) == 0 && registered("polled") == 0, describe(l.get("polled"))
 	})
 }
@@ -258,7 +258,7 @@ func TestAppKeyRotation(t *testing.T) {
 		StringData: map[string]string{"appID": fmt.Sprint(gh.AppID()), "installationID": fmt.Sprint(gh.InstallationID()), "privateKey": string(gh.AppPrivateKeyPEM())},
 	})
 	l.pool("app", func(p *hypervisorv1alpha1.RunnerPool) { p.Spec.GitHub.CredentialsRef.Name = "github-app" })
-	testenv.Eventually(t, 30*time.Second, func() (bool, string) {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
 		p := l.get("app")
 		return readyReason(p) == "Ready", describe(p)
 	})
@@ -271,7 +271,7 @@ func TestAppKeyRotation(t *testing.T) {
 		// Other tests' pools use a PAT; the App key stays rotated.
 		_ = newKey
 	}()
-	testenv.Eventually(t, time.Minute, func() (bool, string) {
+	eventually.That(t, time.Minute, func() (bool, string) {
 		p := l.get("app")
 		return readyReason(p) == "AuthenticationFailed", describe(p)
 	})
@@ -286,7 +286,7 @@ func TestAppKeyRotation(t *testing.T) {
 	if err := l.c.Update(rootCtx, s); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 2*time.Minute, func() (bool, string) {
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
 		p := l.get("app")
 		return readyReason(p) == "Ready", describe(p)
 	})
@@ -294,5 +294,5 @@ func TestAppKeyRotation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
 }

@@ -114,3 +114,9 @@ func (o *Cyberdesk) GetConditions() []metav1.Condition { return o.Status.Conditi
 
 // SetConditions replaces the status conditions.
 func (o *Cyberdesk) SetConditions(c []metav1.Condition) { o.Status.Conditions = c }
+
+// GetObservedGeneration returns the generation the status describes.
+func (o *Cyberdesk) GetObservedGeneration() int64 { return o.Status.ObservedGeneration }
+
+// SetObservedGeneration records the generation the status describes.
+func (o *Cyberdesk) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }

@@ -9,3 +9,12 @@ func (o *HourglassExecutor) SetConditions(c []metav1.Condition) { o.Status.Condi
 
 func (o *Performer) GetConditions() []metav1.Condition  { return o.Status.Conditions }
 func (o *Performer) SetConditions(c []metav1.Condition) { o.Status.Conditions = c }
+
+// Observed-generation accessors, so the shared finalize-status step stamps
+// status.observedGeneration on every kind.
+
+func (o *HourglassExecutor) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
+func (o *HourglassExecutor) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+func (o *Performer) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
+func (o *Performer) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }

@@ -15,3 +15,18 @@ func (o *MachineClaim) SetConditions(c []metav1.Condition) { o.Status.Conditions
 
 func (o *RunnerPool) GetConditions() []metav1.Condition  { return o.Status.Conditions }
 func (o *RunnerPool) SetConditions(c []metav1.Condition) { o.Status.Conditions = c }
+
+// Observed-generation accessors, so the shared finalize-status step stamps
+// status.observedGeneration on every kind.
+
+func (o *HypervisorCluster) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
+func (o *HypervisorCluster) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+func (o *HypervisorMachineTemplate) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
+func (o *HypervisorMachineTemplate) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+func (o *MachineClaim) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
+func (o *MachineClaim) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+func (o *RunnerPool) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
+func (o *RunnerPool) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }

@@ -24,6 +24,7 @@ import (
 	gogithub "github.com/google/go-github/v60/github"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
@@ -72,17 +73,6 @@ func ctxT(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", bound, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 }
 
 func statusOf(err error) int {
@@ -218,7 +208,7 @@ func TestRunnerLifecycleAndWebhooks(t *testing.T) {
 		out, _ := io.ReadAll(res.Body)
 		done <- ran{res.StatusCode, out}
 	}()
-	eventually(t, 5*time.Second, "the runner online", func() bool {
+	eventually.True(t, 5*time.Second, "the runner online", func() bool {
 		r, _, err := gh.Actions.GetOrganizationRunner(ctx, "acme", reg.ID)
 		return err == nil && r.GetStatus() == "online" && !r.GetBusy()
 	})
@@ -229,7 +219,7 @@ func TestRunnerLifecycleAndWebhooks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the runner busy", func() bool {
+	eventually.True(t, 5*time.Second, "the runner busy", func() bool {
 		r, _, err := gh.Actions.GetOrganizationRunner(ctx, "acme", reg.ID)
 		return err == nil && r.GetBusy()
 	})
@@ -257,7 +247,7 @@ func TestRunnerLifecycleAndWebhooks(t *testing.T) {
 	}
 
 	// queued (the Windows job), queued, in_progress, completed
-	eventually(t, 5*time.Second, "four deliveries", func() bool { return len(hook.all()) == 4 })
+	eventually.True(t, 5*time.Second, "four deliveries", func() bool { return len(hook.all()) == 4 })
 	got := hook.all()
 	var actions []string
 	for _, d := range got {
@@ -301,7 +291,7 @@ func TestRunnerLifecycleAndWebhooks(t *testing.T) {
 	if status != http.StatusAccepted {
 		t.Fatalf("redeliver = %d %s", status, body)
 	}
-	eventually(t, 5*time.Second, "the redelivery", func() bool { return len(hook.all()) == 5 })
+	eventually.True(t, 5*time.Second, "the redelivery", func() bool { return len(hook.all()) == 5 })
 	re := hook.all()[4]
 	if re.header.Get("X-GitHub-Delivery") != got[2].header.Get("X-GitHub-Delivery") || !bytes.Equal(re.body, got[2].body) {
 		t.Fatal("a redelivery must repeat the GUID and the payload")
@@ -346,7 +336,7 @@ func TestJobMatching(t *testing.T) {
 	j2, _ := s.QueueJob("acme/widgets", []string{"self-hosted", "big"})   // only org-runner has "big", and it is busy
 	j3, _ := s.QueueJob("alice/dotfiles", []string{"self-hosted", "x64"}) // a user's repository
 	jobRunner := func(id int64) int64 { j, _ := s.Job(id); return j.RunnerID }
-	eventually(t, 5*time.Second, "jobs taken", func() bool { return jobRunner(j1) == org && jobRunner(j3) == user })
+	eventually.True(t, 5*time.Second, "jobs taken", func() bool { return jobRunner(j1) == org && jobRunner(j3) == user })
 	if jobRunner(j2) != 0 {
 		t.Fatalf("job 2 taken by %d", jobRunner(j2))
 	}
@@ -781,7 +771,7 @@ func TestControlEndpoints(t *testing.T) {
 		t.Fatalf("jobs %+v runners %+v", jobs, runners)
 	}
 	var deliveries []githubsim.Delivery
-	eventually(t, 5*time.Second, "the dropped delivery recorded", func() bool {
+	eventually.True(t, 5*time.Second, "the dropped delivery recorded", func() bool {
 		get("_sim/deliveries", &deliveries)
 		return len(deliveries) == 1 && deliveries[0].Attempted
 	})

@@ -9,6 +9,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
@@ -26,7 +27,7 @@ func TestHundredVMs(t *testing.T) {
 		return newVM(ns, fmt.Sprintf("vm-%03d", i), kubevirtv1.RunStrategyAlways)
 	})
 	var vmis kubevirtv1.VirtualMachineInstanceList
-	testenv.Eventually(t, 2*timeout, func() (bool, string) {
+	eventually.That(t, 2*timeout, func() (bool, string) {
 		if err := c.List(ctxT(t), &vmis, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
 		}
@@ -57,7 +58,7 @@ func TestHundredVMs(t *testing.T) {
 			break
 		}
 	}
-	testenv.Eventually(t, timeout, func() (bool, string) {
+	eventually.That(t, timeout, func() (bool, string) {
 		var vms kubevirtv1.VirtualMachineList
 		if err := c.List(ctxT(t), &vms, client.InNamespace(ns)); err != nil {
 			return false, err.Error()
@@ -95,7 +96,7 @@ func TestHundredVMs(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 2*timeout, func() (bool, string) {
+	eventually.That(t, 2*timeout, func() (bool, string) {
 		var left kubevirtv1.VirtualMachineList
 		var leftVMIs kubevirtv1.VirtualMachineInstanceList
 		if err := c.List(ctxT(t), &left, client.InNamespace(ns)); err != nil {

@@ -18,6 +18,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
@@ -158,7 +159,7 @@ func setRunStrategy(t testing.TB, ns, name string, rs kubevirtv1.VirtualMachineR
 func waitVMI(t testing.TB, ns, name string, cond func(*kubevirtv1.VirtualMachineInstance) (bool, string)) *kubevirtv1.VirtualMachineInstance {
 	t.Helper()
 	var last *kubevirtv1.VirtualMachineInstance
-	testenv.Eventually(t, timeout, func() (bool, string) {
+	eventually.That(t, timeout, func() (bool, string) {
 		last = getVMI(t, ns, name)
 		if last == nil {
 			return false, "no VMI " + ns + "/" + name
@@ -172,7 +173,7 @@ func waitVMI(t testing.TB, ns, name string, cond func(*kubevirtv1.VirtualMachine
 func waitVM(t testing.TB, ns, name string, cond func(*kubevirtv1.VirtualMachine) (bool, string)) *kubevirtv1.VirtualMachine {
 	t.Helper()
 	var last *kubevirtv1.VirtualMachine
-	testenv.Eventually(t, timeout, func() (bool, string) {
+	eventually.That(t, timeout, func() (bool, string) {
 		last = getVM(t, ns, name)
 		return cond(last)
 	})
@@ -183,7 +184,7 @@ func waitVM(t testing.TB, ns, name string, cond func(*kubevirtv1.VirtualMachine)
 func waitGone(t testing.TB, obj client.Object) {
 	t.Helper()
 	key := client.ObjectKeyFromObject(obj)
-	testenv.Eventually(t, timeout, func() (bool, string) {
+	eventually.That(t, timeout, func() (bool, string) {
 		err := testenv.Client().Get(ctxT(t), key, obj)
 		if apierrors.IsNotFound(err) {
 			return true, ""

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/luthermonson/go-proxmox"
+
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 )
 
 // ---------------------------------------------------------------------------
@@ -119,17 +121,6 @@ func waitFailed(t *testing.T, task *proxmox.Task, err error, want string) {
 }
 
 // eventually polls cond until it holds or the bound passes.
-func eventually(t *testing.T, bound time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(bound)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", bound, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func wantErr(t *testing.T, err error, substr string) {
 	t.Helper()
 	if err == nil {
@@ -312,7 +303,7 @@ func TestCloneConfigureResizeStartShutdownDelete(t *testing.T) {
 	if during := mustVM(t, n, newid); during.Lock != "clone" || during.VirtualMachineConfig.Lock != "clone" || during.Name != "VM 100" {
 		t.Fatalf("API during clone: lock %q / %q, name %q", during.Lock, during.VirtualMachineConfig.Lock, during.Name)
 	}
-	eventually(t, 5*time.Second, "the cloned config to be written", func() bool {
+	eventually.True(t, 5*time.Second, "the cloned config to be written", func() bool {
 		vm, _ := s.VM(newid)
 		return vm.Name == "runner-1" && vm.Lock == "clone" || vm.Lock == ""
 	})
@@ -407,7 +398,7 @@ func TestCloneConfigureResizeStartShutdownDelete(t *testing.T) {
 		t.Fatalf("agent before boot: %v", err)
 	}
 	var ifaces []*proxmox.AgentNetworkIface
-	eventually(t, 5*time.Second, "the guest agent", func() bool {
+	eventually.True(t, 5*time.Second, "the guest agent", func() bool {
 		ifaces, err = vm.AgentGetNetworkIFaces(ctx)
 		return err == nil
 	})
@@ -950,7 +941,7 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 		_, err := c.Nodes(context.Background()) // no deadline: only Close can end it
 		hung <- err
 	}()
-	eventually(t, 5*time.Second, "the hanging request to arrive", func() bool { return s.Stats()[OpNodes] > 0 })
+	eventually.True(t, 5*time.Second, "the hanging request to arrive", func() bool { return s.Stats()[OpNodes] > 0 })
 
 	done := make(chan struct{})
 	go func() { s.Close(); close(done) }()
@@ -969,5 +960,5 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	}
 	s.Close() // idempotent
 	tr.CloseIdleConnections()
-	eventually(t, 5*time.Second, "goroutines to drain", func() bool { return runtime.NumGoroutine() <= before })
+	eventually.True(t, 5*time.Second, "goroutines to drain", func() bool { return runtime.NumGoroutine() <= before })
 }

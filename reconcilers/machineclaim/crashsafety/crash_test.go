@@ -21,6 +21,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
@@ -159,7 +160,7 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 
 	final := startInstance(t)
 	defer final.kill()
-	testenv.Eventually(t, 4*time.Minute, func() (bool, string) {
+	eventually.That(t, 4*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {
 			return false, err.Error()

@@ -1,0 +1,43 @@
+// Package eventually is the one polling helper of the tests: wait, with a
+// bound, for a state, instead of sleeping for a guessed time.
+package eventually
+
+import (
+	"testing"
+	"time"
+)
+
+// The first polls come quickly, for in-process state that changes in
+// microseconds; later ones settle at MaxInterval, so a long wait on the
+// API server does not hammer it.
+const (
+	firstInterval = 5 * time.Millisecond
+	// MaxInterval is the longest pause between two polls.
+	MaxInterval = 100 * time.Millisecond
+)
+
+// That polls cond, every MaxInterval at most, until it returns true or timeout passes,
+// then fails the test with cond's last description of what it saw.
+func That(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	pause := firstInterval
+	for {
+		ok, last := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("not within %s: %s", timeout, last)
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, MaxInterval)
+	}
+}
+
+// True polls cond until it returns true or timeout passes, then fails the
+// test saying what was awaited.
+func True(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	That(t, timeout, func() (bool, string) { return cond(), what })
+}

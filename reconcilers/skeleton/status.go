@@ -1,0 +1,181 @@
+package skeleton
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+)
+
+// Object is a HyperFleet kind: an API object whose status carries the
+// kstatus conditions and observedGeneration.
+type Object interface {
+	client.Object
+	meta.ConditionsAccessor
+	meta.ObservedGenerationAccessor
+}
+
+// ConflictRequeue is how soon a reconcile that met a conflict looks again:
+// the cache is behind the object's latest write, typically our own.
+const ConflictRequeue = time.Second
+
+// StatusPatch is the deferred finalize-status step of one reconcile. It
+// remembers the object as read, and at the end writes the difference.
+type StatusPatch struct {
+	client   client.Client
+	obj      Object
+	before   Object
+	released bool
+}
+
+// NewStatusPatch remembers obj as read, before any phase changes it.
+func NewStatusPatch(c client.Client, obj Object) *StatusPatch {
+	return &StatusPatch{client: c, obj: obj, before: obj.DeepCopyObject().(Object)}
+}
+
+// Before is the object as it was read (or last written by Rebase).
+func (p *StatusPatch) Before() Object { return p.before }
+
+// Rebase takes obj as it now is as the base of the final patch: call it
+// after a phase wrote the object itself (added a finalizer, recorded a
+// machine name before a create call), so Finalize writes only what changed
+// since.
+func (p *StatusPatch) Rebase() { p.before = p.obj.DeepCopyObject().(Object) }
+
+// Release says the object let go of its finalizer and may be gone: Finalize
+// writes nothing.
+func (p *StatusPatch) Release() { p.released = true }
+
+// Finalize is every reconciler's deferred last step (Flux's finalizeStatus):
+//   - A conflict, or an AlreadyExists from a create the cache had not yet
+//     shown, is requeued silently: nothing is written from a stale read, and
+//     no error reaches the log.
+//   - A StalledError sets Stalled with its reason and message and is
+//     returned as a terminal error: retrying cannot help until the object
+//     changes, which triggers a reconcile by itself.
+//   - Otherwise the conditions are set from summary (left alone when its
+//     Reason is empty: the reconcile concluded nothing new).
+//   - status.observedGeneration is stamped only when the reconcile
+//     succeeded (or stalled for good); after an error it keeps the value it
+//     had, since the status may not yet describe this generation.
+//   - Nothing is written when nothing changed.
+func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, result ctrl.Result, err error) (ctrl.Result, error) {
+	if IsConflict(err) {
+		return ctrl.Result{RequeueAfter: ConflictRequeue}, nil
+	}
+	if p.released {
+		return result, err
+	}
+	var stalled *StalledError
+	terminal := errors.As(err, &stalled)
+	if terminal {
+		summary = conditions.Summary{State: conditions.Stalled, Reason: stalled.Reason, Message: stalled.Message}
+	}
+	obj := p.obj
+	gen := obj.GetGeneration()
+	if summary.Reason != "" {
+		conditions.Set(obj, gen, summary)
+	}
+	if err == nil || terminal {
+		obj.SetObservedGeneration(gen)
+	} else {
+		obj.SetObservedGeneration(p.before.GetObservedGeneration())
+	}
+	if perr := conditions.PatchStatus(ctx, p.client, p.before, obj); perr != nil {
+		if IsConflict(perr) {
+			return ctrl.Result{RequeueAfter: ConflictRequeue}, nil
+		}
+		if err == nil {
+			return result, fmt.Errorf("writing status: %w", perr)
+		}
+	}
+	notify(obj, err)
+	if terminal {
+		return ctrl.Result{}, reconcile.TerminalError(err)
+	}
+	return result, err
+}
+
+// IsConflict reports a conflict, or a create of something that exists
+// already: both mean the cache is behind the latest write.
+func IsConflict(err error) bool {
+	return err != nil && (apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err))
+}
+
+// StalledError is a failure no retry can fix: the object must change (a
+// field to correct, a reference to create). Finalize makes it the Stalled
+// condition and a terminal error.
+type StalledError struct {
+	// Reason is a CamelCase condition reason.
+	Reason string
+	// Message names the field and says what to change.
+	Message string
+}
+
+func (e *StalledError) Error() string { return e.Reason + ": " + e.Message }
+
+// Stalled returns a StalledError.
+func Stalled(reason, message string) error { return &StalledError{Reason: reason, Message: message} }
+
+// PhaseEvent records a phase transition, "Provisioning → Ready: message",
+// as an event named for the new phase; a Warning when warning is set.
+func PhaseEvent(rec events.EventRecorder, obj runtime.Object, from, to, message string, warning bool) {
+	if from == to || to == "" {
+		return
+	}
+	if from == "" {
+		from = "New"
+	}
+	rec.Eventf(obj, nil, eventType(warning), to, "Reconcile", "%s → %s: %s", from, to, message)
+}
+
+// ReasonEvent records a change of the Ready condition's reason as an event
+// named for the new reason, with its message.
+func ReasonEvent(rec events.EventRecorder, before, after Object, action string, warning bool) {
+	old, _ := conditions.ReadyMessage(before)
+	reason, msg := conditions.ReadyMessage(after)
+	if reason == old || reason == "" {
+		return
+	}
+	rec.Eventf(after, nil, eventType(warning), reason, action, "%s", msg)
+}
+
+func eventType(warning bool) string {
+	if warning {
+		return corev1.EventTypeWarning
+	}
+	return corev1.EventTypeNormal
+}
+
+// A check, when set, sees every object after its finalize-status step and
+// the reconcile's error: the test suites install the kstatus check here so
+// that every reconcile of every kind is checked, not only the ones a test
+// asserts on.
+var check atomic.Pointer[func(Object, error)]
+
+// SetCheck installs f as the check (nil removes it). Tests only.
+func SetCheck(f func(obj Object, reconcileErr error)) {
+	if f == nil {
+		check.Store(nil)
+		return
+	}
+	check.Store(&f)
+}
+
+func notify(obj Object, err error) {
+	if f := check.Load(); f != nil {
+		(*f)(obj.DeepCopyObject().(Object), err)
+	}
+}
