@@ -213,3 +213,15 @@ func fingerprint(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credential
 	h.Write(creds.CA)
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// Providers lists the kinds of cluster this registry can build providers
+// for, in a stable order: sweeps and gauges walk these instead of a list
+// written out by hand.
+func (r *Registry) Providers() []hypervisorv1alpha1.ProviderType {
+	out := make([]hypervisorv1alpha1.ProviderType, 0, len(r.Factories))
+	for p := range r.Factories {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
