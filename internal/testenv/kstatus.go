@@ -21,8 +21,8 @@ var violations = struct {
 }{byNamespace: map[string][]string{}}
 
 func installKstatusCheck() {
-	skeleton.SetCheck(func(obj skeleton.Object, reconcileErr error) {
-		v := conditions.Violations(obj, reconcileErr == nil)
+	skeleton.SetCheck(func(obj skeleton.Object, concluded bool) {
+		v := conditions.Violations(obj, concluded)
 		if len(v) == 0 {
 			return
 		}

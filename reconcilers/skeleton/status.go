@@ -101,7 +101,7 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 			return result, fmt.Errorf("writing status: %w", perr)
 		}
 	}
-	notify(obj, err)
+	notify(obj, err == nil || terminal)
 	if terminal {
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
@@ -159,14 +159,15 @@ func eventType(warning bool) string {
 	return corev1.EventTypeNormal
 }
 
-// A check, when set, sees every object after its finalize-status step and
-// the reconcile's error: the test suites install the kstatus check here so
+// A check, when set, sees every object after its finalize-status step, and
+// whether the reconcile concluded (succeeded, or stalled for good) so that
+// its status must describe the current generation: the test suites install the kstatus check here so
 // that every reconcile of every kind is checked, not only the ones a test
 // asserts on.
-var check atomic.Pointer[func(Object, error)]
+var check atomic.Pointer[func(Object, bool)]
 
 // SetCheck installs f as the check (nil removes it). Tests only.
-func SetCheck(f func(obj Object, reconcileErr error)) {
+func SetCheck(f func(obj Object, concluded bool)) {
 	if f == nil {
 		check.Store(nil)
 		return
@@ -174,8 +175,8 @@ func SetCheck(f func(obj Object, reconcileErr error)) {
 	check.Store(&f)
 }
 
-func notify(obj Object, err error) {
+func notify(obj Object, concluded bool) {
 	if f := check.Load(); f != nil {
-		(*f)(obj.DeepCopyObject().(Object), err)
+		(*f)(obj.DeepCopyObject().(Object), concluded)
 	}
 }
