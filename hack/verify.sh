@@ -38,4 +38,13 @@ if [ -n "$unformatted" ]; then
   echo "$unformatted" >&2
   exit 1
 fi
-echo "verify: generated files, go.mod/go.sum and formatting are up to date"
+# Imports point down only (docs/architecture.md): apis/ ← reconcilers/ →
+# providers/, with internal/ and cmd/ on top. depguard (make lint) checks
+# each file; this checks the whole dependency graph, test files aside.
+upward="$(go list -deps ./apis/... ./reconcilers/... ./providers/... | grep -E '^github.com/hyperfleet/hyperfleet/(internal|cmd)(/|$)' || true)"
+if [ -n "$upward" ]; then
+  echo "verify: apis/, reconcilers/ or providers/ depend on packages above them:" >&2
+  echo "$upward" >&2
+  exit 1
+fi
+echo "verify: generated files, go.mod/go.sum, formatting and import direction are up to date"
