@@ -3,6 +3,7 @@ package skeleton_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -124,4 +126,43 @@ func TestFinalizeConflictAndReleaseWriteNothing(t *testing.T) {
 	if got := reread(t, claim); got.ResourceVersion != rv {
 		t.Fatalf("status written after a conflict or a release (resourceVersion %s → %s)", rv, got.ResourceVersion)
 	}
+}
+
+func TestFinalizerAddedThenReleased(t *testing.T) {
+	ctx := context.Background()
+	claim := newClaim(t)
+	const fin = "test.hyperfleet.io/cleanup"
+	p := skeleton.NewStatusPatch(testenv.Client(), claim)
+	if err := p.EnsureFinalizer(ctx, fin); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.EnsureFinalizer(ctx, fin); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Finalize(ctx, progressing, ctrl.Result{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	got := reread(t, claim)
+	if len(got.Finalizers) != 1 || got.Finalizers[0] != fin || got.Status.Phase != "" && got.Status.ObservedGeneration != got.Generation {
+		t.Fatalf("finalizers %v, status %+v; want one finalizer and the status written", got.Finalizers, got.Status)
+	}
+	if err := testenv.Client().Delete(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	got = reread(t, claim)
+	if deadline := skeleton.DeletionDeadline(got, time.Minute); !deadline.Equal(got.DeletionTimestamp.Add(time.Minute)) {
+		t.Fatalf("deadline %s, want a minute after %s", deadline, got.DeletionTimestamp)
+	}
+	p = skeleton.NewStatusPatch(testenv.Client(), got)
+	if err := p.ReleaseFinalizer(ctx, fin); err != nil {
+		t.Fatal(err)
+	}
+	// Released: the claim is gone, and Finalize neither writes nor fails.
+	if _, err := p.Finalize(ctx, progressing, ctrl.Result{}, nil); err != nil {
+		t.Fatalf("Finalize after release: %v", err)
+	}
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		err := testenv.Client().Get(ctx, client.ObjectKeyFromObject(claim), &hypervisorv1alpha1.MachineClaim{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("claim still there: %v", err)
+	})
 }
