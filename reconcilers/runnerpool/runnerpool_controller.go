@@ -26,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 )
@@ -124,7 +123,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // HandleJob is the webhook receiver's handler: it finds the pool for a
 // workflow_job, records the job's progress, and wakes the pool.
-func (r *Reconciler) HandleJob(ctx context.Context, job webhook.Job) error {
+func (r *Reconciler) HandleJob(ctx context.Context, job github.JobEvent) error {
 	var pools hypervisorv1alpha1.RunnerPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
 		return fmt.Errorf("listing RunnerPools: %w", err)

@@ -20,7 +20,6 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 )
@@ -154,7 +153,7 @@ func (r *Reconciler) poll(ctx context.Context, s *scope, gh *github.Client, gsco
 	key := client.ObjectKeyFromObject(s.pool)
 	var mine []int64
 	for _, j := range jobs {
-		job := webhook.Job{ID: j.ID, Labels: j.Labels, Owner: gscope.Owner, Repository: gscope.Repository}
+		job := j.Event(gscope)
 		if p, ok := MatchPool(pools.Items, job); ok && client.ObjectKeyFromObject(p) == key {
 			mine = append(mine, j.ID)
 		}
