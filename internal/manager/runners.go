@@ -11,8 +11,8 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
