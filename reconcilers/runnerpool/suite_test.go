@@ -14,6 +14,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +41,9 @@ var (
 	gh         *githubsim.Server
 	webhookURL string
 	rootCtx    = context.Background()
+	// clk is the pools' clock: a test that waits for a pool's timeout
+	// (idle TTL, poll interval) steps it rather than waiting it out.
+	clk = clocktesting.NewFakeClock(time.Now())
 )
 
 // One manager (with the webhook receiver), one kubevirtsim, one githubsim
@@ -82,7 +86,7 @@ func TestMain(m *testing.M) {
 			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
 			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
 			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
-			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second},
+			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second, Clock: clk},
 		})
 		if err != nil {
 			return fail(err)
