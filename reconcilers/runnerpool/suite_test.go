@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -231,4 +232,29 @@ func readyReason(p *hypervisorv1alpha1.RunnerPool) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// events lists the reasons and notes of the events about pool name.
+func (l *lab) events(name string) []string {
+	l.t.Helper()
+	var list eventsv1.EventList
+	if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns)); err != nil {
+		l.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "RunnerPool" && ev.Regarding.Name == name {
+			out = append(out, ev.Reason+": "+ev.Note)
+		}
+	}
+	return out
+}
+
+// age moves the pools' clock to d after since (an API server timestamp),
+// unless it is later already: the test ages a claim past a timeout instead
+// of waiting it out. A claim made after since stays younger than d.
+func age(since metav1.Time, d time.Duration) {
+	if at := since.Add(d); at.After(clk.Now()) {
+		clk.SetTime(at)
+	}
 }
