@@ -196,11 +196,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		r.recordTransition(patch.Before(), pool, summary)
 	}()
 	if !pool.DeletionTimestamp.IsZero() {
-		result, err := skeleton.RunPhases(ctx, s, r.deleteMachines, r.deregisterAll, r.release)
+		res, err := skeleton.RunPhases(ctx, s, r.deleteMachines, r.deregisterAll, r.release)
 		if s.released {
 			patch.Release()
 		}
-		return result, err
+		return res, err
 	}
 	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
 		fpatch := client.MergeFrom(pool.DeepCopy())
