@@ -23,7 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/gitops"
 	"github.com/hyperfleet/hyperfleet/internal/logging"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
+	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 )
 
 const image = "ghcr.io/hyperfleet/hyperfleet"

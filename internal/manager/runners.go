@@ -8,11 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
@@ -33,6 +34,10 @@ type RunnerOptions struct {
 	Runner runnerpool.RunnerSettings
 	// AgentPath is the bootstrap agent's path in runner images.
 	AgentPath string
+	// Clock drives the pools' timeouts (registration, idle TTL, lifetime,
+	// poll interval); nil is the real clock. Tests set a fake one and step
+	// it instead of waiting.
+	Clock clock.Clock
 }
 
 func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
@@ -54,6 +59,7 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *hypervisors.Registry) er
 		Client: mgr.GetClient(), Secrets: secrets, GitHub: github.NewClients(), RateLimiter: github.DefaultRateLimiter(),
 		GitHubTimeout: ro.GitHubTimeout, Demand: runnerpool.NewDemand(), Recorder: mgr.GetEventRecorder("runnerpool"),
 		Runner: ro.Runner, AgentPath: ro.AgentPath, SyncInterval: ro.SyncInterval, FinalizationTimeout: o.FinalizationTimeout,
+		Clock: ro.Clock,
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -8,6 +8,11 @@
 // caller keep one Client per set of credentials and build a new one when the
 // Secret behind it changes; Clients is such a cache, keyed by holder (a pool).
 //
+// JobEvent is the demand GitHub reports for one workflow job, in one shape
+// whichever way it arrived: a workflow_job webhook delivery (the receiver in
+// providers/github/webhook parses one) or a poll of a repository's queued
+// jobs (QueuedJobs, then QueuedJob.Event), the fallback for lost deliveries.
+//
 // Every Client of the process shares one RateLimiter (DefaultRateLimiter
 // unless Config says otherwise). It learns each credential's budget from the
 // X-RateLimit-* headers of every answer and honours Retry-After and secondary

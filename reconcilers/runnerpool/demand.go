@@ -6,7 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
+	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
 // jobState is how far a job has come; it only moves forward, so a late or
@@ -45,13 +45,13 @@ func NewDemand() *Demand {
 
 // Record applies a job event for pool and reports whether the pool's
 // demand changed, and, for a job a runner just took, how long it waited.
-func (d *Demand) Record(pool types.NamespacedName, job webhook.Job, now time.Time) (changed bool, waited time.Duration) {
+func (d *Demand) Record(pool types.NamespacedName, job github.JobEvent, now time.Time) (changed bool, waited time.Duration) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.expire(now)
-	next := map[webhook.JobAction]jobState{
-		webhook.JobQueued: jobQueued, webhook.JobWaiting: jobQueued,
-		webhook.JobInProgress: jobTaken, webhook.JobCompleted: jobDone,
+	next := map[github.JobAction]jobState{
+		github.JobQueued: jobQueued, github.JobWaiting: jobQueued,
+		github.JobInProgress: jobTaken, github.JobCompleted: jobDone,
 	}[job.Action]
 	if next == 0 {
 		return false, 0

@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
+	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
 // DefaultRunnerLabels are the labels every runner has besides the pool's:
@@ -45,7 +45,7 @@ func labelsCover(have, want []string) bool {
 
 // inScope reports whether a job's repository is one the pool's runners can
 // serve: the pool's repository, or any repository of the pool's organization.
-func inScope(pool *hypervisorv1alpha1.RunnerPool, job webhook.Job) bool {
+func inScope(pool *hypervisorv1alpha1.RunnerPool, job github.JobEvent) bool {
 	g := pool.Spec.GitHub
 	if g.Repository != "" {
 		return strings.EqualFold(g.Owner, job.Owner) && strings.EqualFold(g.Repository, job.Repository)
@@ -57,7 +57,7 @@ func inScope(pool *hypervisorv1alpha1.RunnerPool, job webhook.Job) bool {
 // all of the job's labels. Among several, the one with the fewest labels
 // (the most specific fit wastes the least), then repository pools before
 // organization ones, then by namespace/name, so the choice is stable.
-func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job webhook.Job) (*hypervisorv1alpha1.RunnerPool, bool) {
+func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job github.JobEvent) (*hypervisorv1alpha1.RunnerPool, bool) {
 	var fits []*hypervisorv1alpha1.RunnerPool
 	for i := range pools {
 		p := &pools[i]

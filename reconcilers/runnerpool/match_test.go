@@ -9,7 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
+	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
 func testPool(ns, name, owner, repo, org string, labels ...string) hypervisorv1alpha1.RunnerPool {
@@ -27,12 +27,12 @@ func TestMatchPool(t *testing.T) {
 		testPool("ci", "widgets", "acme", "widgets", ""),
 		testPool("ci", "widgets-gpu", "acme", "widgets", "", "gpu", "cuda-12"),
 	}
-	job := func(repo string, labels ...string) webhook.Job {
-		return webhook.Job{ID: 1, Owner: "acme", Organization: "acme", Repository: repo, Labels: labels}
+	job := func(repo string, labels ...string) github.JobEvent {
+		return github.JobEvent{ID: 1, Owner: "acme", Organization: "acme", Repository: repo, Labels: labels}
 	}
 	cases := []struct {
 		name string
-		job  webhook.Job
+		job  github.JobEvent
 		want string
 	}{
 		{"plain job on the repository pool", job("widgets", "self-hosted"), "widgets"},
@@ -55,7 +55,7 @@ func TestMatchPool(t *testing.T) {
 			}
 		})
 	}
-	other := webhook.Job{ID: 2, Owner: "evil", Organization: "evil", Repository: "widgets", Labels: []string{"self-hosted"}}
+	other := github.JobEvent{ID: 2, Owner: "evil", Organization: "evil", Repository: "widgets", Labels: []string{"self-hosted"}}
 	if p, ok := MatchPool(pools, other); ok {
 		t.Errorf("a job of another owner went to %s", p.Name)
 	}
@@ -65,14 +65,14 @@ func TestDemandIsIdempotentPerJob(t *testing.T) {
 	d := NewDemand()
 	pool := types.NamespacedName{Namespace: "ci", Name: "p"}
 	now := time.Unix(1000, 0)
-	queued := webhook.Job{ID: 7, Action: webhook.JobQueued}
+	queued := github.JobEvent{ID: 7, Action: github.JobQueued}
 	if changed, _ := d.Record(pool, queued, now); !changed || d.Queued(pool) != 1 {
 		t.Fatal("the first queued event must count")
 	}
 	if changed, _ := d.Record(pool, queued, now); changed || d.Queued(pool) != 1 {
 		t.Fatal("a redelivered queued event must not count twice")
 	}
-	taken := webhook.Job{ID: 7, Action: webhook.JobInProgress}
+	taken := github.JobEvent{ID: 7, Action: github.JobInProgress}
 	changed, waited := d.Record(pool, taken, now.Add(42*time.Second))
 	if !changed || waited != 42*time.Second || d.Queued(pool) != 0 {
 		t.Fatalf("in_progress: changed %v waited %s queued %d", changed, waited, d.Queued(pool))
@@ -105,7 +105,7 @@ func FuzzMatchPool(f *testing.F) {
 			testPool("ns", "a", "acme", "widgets", "", split(poolLabelsA)...),
 			testPool("ns", "b", "", "", "acme", split(poolLabelsB)...),
 		}
-		job := webhook.Job{ID: 1, Owner: owner, Organization: owner, Repository: repo, Labels: split(jobLabels)}
+		job := github.JobEvent{ID: 1, Owner: owner, Organization: owner, Repository: repo, Labels: split(jobLabels)}
 		p, ok := MatchPool(pools, job)
 		reversed := []hypervisorv1alpha1.RunnerPool{pools[1], pools[0]}
 		q, ok2 := MatchPool(reversed, job)

@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -26,9 +25,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Finalizer keeps a pool until its machines are deleted and its runners
@@ -124,7 +123,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 // HandleJob is the webhook receiver's handler: it finds the pool for a
 // workflow_job, records the job's progress, and wakes the pool.
-func (r *Reconciler) HandleJob(ctx context.Context, job webhook.Job) error {
+func (r *Reconciler) HandleJob(ctx context.Context, job github.JobEvent) error {
 	var pools hypervisorv1alpha1.RunnerPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
 		return fmt.Errorf("listing RunnerPools: %w", err)
@@ -179,7 +178,8 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.GitHub.Forget(key.String())
 }
 
-// Reconcile drives one pool.
+// Reconcile drives one pool: Get, the deferred finalize-status step, the
+// deletion phases or the finalizer, then the pool's phases.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	pool := &hypervisorv1alpha1.RunnerPool{}
 	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
@@ -188,83 +188,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := pool.DeepCopy()
-	s := &scope{pool: pool, now: r.Clock.Now(), mem: r.memory(req.NamespacedName)}
+	s := &scope{pool: pool, key: req.NamespacedName, now: r.Clock.Now(), mem: r.memory(req.NamespacedName)}
+	patch := skeleton.NewStatusPatch(r.Client, pool)
 	defer func() {
-		r.setStatus(s)
-		r.recordTransition(before, pool, s)
-		if s.outcome.skipStatus {
-			return
-		}
-		if err := patchStatus(ctx, r.Client, before, pool); err != nil && retErr == nil {
-			retErr = err
-		}
+		summary := computeStatus(s, retErr)
+		result, retErr = patch.Finalize(ctx, summary, result, retErr)
+		r.recordTransition(patch.Before(), pool, summary)
 	}()
 	if !pool.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, s)
+		res, err := skeleton.RunPhases(ctx, s, r.deleteMachines, r.deregisterAll, r.release)
+		if s.released {
+			patch.Release()
+		}
+		return res, err
 	}
 	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
-		patch := client.MergeFrom(pool.DeepCopy())
+		fpatch := client.MergeFrom(pool.DeepCopy())
 		controllerutil.AddFinalizer(pool, Finalizer)
-		if err := r.Client.Patch(ctx, pool, patch); err != nil {
+		if err := r.Client.Patch(ctx, pool, fpatch); err != nil {
 			return ctrl.Result{}, err
 		}
-		before.Finalizers, before.ResourceVersion = pool.Finalizers, pool.ResourceVersion
+		patch.Rebase()
 	}
-	return r.reconcilePool(ctx, s)
-}
-
-// finalize deletes the pool's machines and deregisters its runners; past
-// the deadline the pool is released with a Warning event.
-func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
-	pool := s.pool
-	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
-		s.outcome.skipStatus = true
-		return ctrl.Result{}, nil
-	}
-	s.outcome = outcome{state: stateProgressing, reason: "Deleting", message: "deleting the pool's machines and deregistering its runners"}
-	claims, err := r.claims(ctx, pool)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	for i := range claims {
-		if err := r.deleteRunnerMachine(ctx, pool, &claims[i]); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	left := len(claims)
-	gh, scope, err := r.client(ctx, pool)
-	if err == nil {
-		var runners []github.Runner
-		if runners, err = gh.ListRunners(ctx, scope); err == nil {
-			for _, rn := range ours(pool, runners) {
-				if derr := gh.DeleteRunner(ctx, scope, rn.ID); derr != nil {
-					deregistrationFailures.WithLabelValues(client.ObjectKeyFromObject(pool).String()).Inc()
-					err = derr
-					left++
-				}
-			}
-		}
-	}
-	if left > 0 || err != nil {
-		deadline := pool.DeletionTimestamp.Add(r.FinalizationTimeout)
-		if s.now.Before(deadline) {
-			if err != nil {
-				s.outcome.message = fmt.Sprintf("cleaning up, retrying: %v", err)
-			}
-			return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
-		}
-		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
-			"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, left, err)
-	}
-	patch := client.MergeFrom(pool.DeepCopy())
-	controllerutil.RemoveFinalizer(pool, Finalizer)
-	if err := r.Client.Patch(ctx, pool, patch); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
-	}
-	r.forget(client.ObjectKeyFromObject(pool))
-	s.outcome.skipStatus = true
-	return ctrl.Result{}, nil
+	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.observeRunners, r.pollQueuedJobs, r.retireFinished, r.scale)
 }
 
 // client returns the GitHub client and scope of a pool.

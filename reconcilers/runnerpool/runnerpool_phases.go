@@ -20,9 +20,9 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/webhook"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // userDataKey is the bootstrap Secret's key a claim's userDataSecretRef names.
@@ -32,12 +32,46 @@ const userDataKey = "user-data"
 // reconcile never spends minutes (and the GitHub budget) in one go.
 const maxCreatesPerReconcile = 25
 
-// scope carries one reconcile's state.
+// scope is one reconcile: the pool, its memory, the time it started, and
+// what the phases observed and decided, from which computeStatus writes the
+// status. Each fact is recorded in one place.
 type scope struct {
-	pool    *hypervisorv1alpha1.RunnerPool
-	mem     *poolMemory
-	now     time.Time
-	outcome outcome
+	pool *hypervisorv1alpha1.RunnerPool
+	key  types.NamespacedName
+	mem  *poolMemory
+	now  time.Time
+
+	// templateMissing: spec.templateRef names no template (getTemplate).
+	templateMissing bool
+	// githubErr is the failed GitHub call that stopped the reconcile:
+	// reading the credentials or listing the runners (connectGitHub).
+	githubErr error
+	gh        *github.Client
+	gscope    github.Scope
+	runners   []github.Runner
+	// obs is the pool's runners as observeRunners sorted them.
+	obs *observed
+	// pendingDereg counts registrations retireFinished could not remove yet.
+	pendingDereg int
+	// scaled is what scale decided, with the demand it scaled for; nil
+	// until it ran.
+	scaled *scaling
+	// createErr is the error that stopped scale making a runner.
+	createErr error
+	// cleanupErr is why a deleted pool's cleanup is retried (deletion).
+	cleanupErr error
+	// cleanupLeft counts machines and registrations the cleanup saw left.
+	cleanupLeft int
+	// released: the finalizer is off (or was never ours); the pool may be
+	// gone and its status is not written.
+	released bool
+}
+
+// scaling is scale's decision.
+type scaling struct {
+	desired int
+	// queued is the pool's demand: jobs waiting for a runner.
+	queued int
 }
 
 // observed is the pool's runners as this reconcile found them.
@@ -54,107 +88,200 @@ type observed struct {
 
 func (o observed) current() int { return len(o.pending) + len(o.idle) + len(o.busy) + o.unseen }
 
-// reconcilePool observes GitHub and the claims, retires what is done,
-// scales, and says what it saw.
-func (r *Reconciler) reconcilePool(ctx context.Context, s *scope) (ctrl.Result, error) {
-	pool := s.pool
-	key := client.ObjectKeyFromObject(pool)
+// getTemplate checks the pool's template exists; without it no runner can
+// be made, so the pool stalls until it is created (looked for again every
+// 30 s: templates are not watched).
+func (r *Reconciler) getTemplate(ctx context.Context, s *scope) (skeleton.Result, error) {
 	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{}
-	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: pool.Spec.TemplateRef.Name}, tmpl); err != nil {
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: s.pool.Namespace, Name: s.pool.Spec.TemplateRef.Name}, tmpl); err != nil {
 		if apierrors.IsNotFound(err) {
-			s.outcome = outcome{state: stateStalled, reason: meta.DependencyNotFoundReason,
-				message: fmt.Sprintf("HypervisorMachineTemplate %s (spec.templateRef) not found; create it", pool.Spec.TemplateRef.Name)}
-			return ctrl.Result{RequeueAfter: 30 * time.Second}, nil
+			s.templateMissing = true
+			return skeleton.StopAndRequeue(30 * time.Second), nil
 		}
-		return ctrl.Result{}, err
+		return skeleton.Stop(), err
 	}
-	gh, gscope, err := r.client(ctx, pool)
-	if err != nil {
-		return r.githubError(s, err)
-	}
-	runners, err := gh.ListRunners(ctx, gscope)
-	if err != nil {
-		return r.githubError(s, err)
-	}
-	claims, err := r.claims(ctx, pool)
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	obs := r.observe(s, claims, runners)
-	r.poll(ctx, s, gh, gscope)
+	return skeleton.Continue(), nil
+}
 
-	// Retire what is over: finished runners, ended machines, registrations
-	// that never came online in time, idle runners past their lifetime.
-	pendingDereg := 0
-	for _, c := range obs.gone {
-		if ok := r.retire(ctx, s, gh, gscope, obs, c); !ok {
-			pendingDereg++
-		}
+// connectGitHub reads the pool's credentials and lists the runners
+// registered in its scope: everything after depends on that listing.
+func (r *Reconciler) connectGitHub(ctx context.Context, s *scope) (skeleton.Result, error) {
+	gh, gscope, err := r.client(ctx, s.pool)
+	if err == nil {
+		s.runners, err = gh.ListRunners(ctx, gscope)
 	}
-	for _, rn := range obs.orphans {
-		if err := r.deregister(ctx, s, gh, gscope, rn); err != nil {
-			pendingDereg++
-		}
+	if err != nil {
+		s.githubErr = err
+		_, after := githubOutcome(err)
+		return skeleton.StopAndRequeue(after), nil
 	}
+	s.gh, s.gscope = gh, gscope
+	return skeleton.Continue(), nil
+}
 
+// observeRunners sorts the pool's claims by what GitHub says of their runners.
+func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Result, error) {
+	claims, err := r.claims(ctx, s.pool)
+	if err != nil {
+		return skeleton.Stop(), err
+	}
+	obs := r.observe(s, claims, s.runners)
+	s.obs = &obs
+	return skeleton.Continue(), nil
+}
+
+// retireFinished removes what is over: finished runners, ended machines,
+// registrations that never came online in time, idle runners past their
+// lifetime, and registrations left without a machine.
+func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Result, error) {
+	for _, c := range s.obs.gone {
+		if ok := r.retire(ctx, s, s.gh, s.gscope, *s.obs, c); !ok {
+			s.pendingDereg++
+		}
+	}
+	for _, rn := range s.obs.orphans {
+		if err := r.deregister(ctx, s, s.gh, s.gscope, rn); err != nil {
+			s.pendingDereg++
+		}
+	}
+	return skeleton.Continue(), nil
+}
+
+// scale makes runners up to the desired count, or removes idle ones above
+// it, and says when to look again: soon while runners start, at the next
+// idle expiry, else at the sync interval.
+func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, error) {
+	pool, obs := s.pool, *s.obs
 	desired := r.desired(s, obs)
-	result := ctrl.Result{RequeueAfter: r.SyncInterval}
+	s.scaled = &scaling{desired: desired}
+	// The status counts and the gauge describe the demand as it stands
+	// once scale has acted on it.
+	defer func() {
+		s.scaled.queued = r.Demand.Queued(s.key)
+		runnerCounts.set(s.key, map[string]int{
+			StatePending: len(obs.pending), StateIdle: len(obs.idle), StateBusy: len(obs.busy), StateDeregistering: s.pendingDereg,
+		})
+	}()
+	after := r.SyncInterval
 	switch current := obs.current(); {
 	case current < desired:
 		n := min(desired-current, maxCreatesPerReconcile)
 		made := 0
 		for range n {
-			if err := r.createRunner(ctx, s, gh, gscope); err != nil {
-				s.outcome = outcome{state: stateWaiting, reason: reasonOf(err, "RunnerCreateFailed"), message: "creating a runner: " + err.Error()}
-				r.record(s, obs, desired, pendingDereg)
-				return r.retryAfter(err), nil
+			if err := r.createRunner(ctx, s, s.gh, s.gscope); err != nil {
+				s.createErr = err
+				return skeleton.StopAndRequeue(retryAfter(err)), nil
 			}
 			made++
 		}
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledUp", "Scale", "Scaling up from %d to %d runners (%d busy, %d jobs queued)",
-			current, current+made, len(obs.busy), r.Demand.Queued(key))
-		result.RequeueAfter = 2 * time.Second
+			current, current+made, len(obs.busy), r.Demand.Queued(s.key))
+		after = 2 * time.Second
 	case current > desired:
-		removed := r.scaleDown(ctx, s, gh, gscope, obs, current-desired)
+		removed := r.scaleDown(ctx, s, s.gh, s.gscope, obs, current-desired)
 		if removed > 0 {
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledDown", "Scale", "Removed %d idle runners (desired %d)", removed, desired)
 		}
 		if next := r.nextIdleExpiry(s, obs); next > 0 {
-			result.RequeueAfter = min(result.RequeueAfter, next)
+			after = min(after, next)
 		}
 	}
 	if len(obs.pending) > 0 {
-		result.RequeueAfter = min(result.RequeueAfter, 3*time.Second)
+		after = min(after, 3*time.Second)
 	}
-	r.record(s, obs, desired, pendingDereg)
-	return result, nil
+	return skeleton.Requeue(after), nil
 }
 
-// poll is the fallback for lost webhook deliveries: every pollInterval a
-// repository pool lists the repository's queued jobs, keeps those that
-// would be routed to it, and makes its demand match.
-func (r *Reconciler) poll(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) {
+// deleteMachines, the first step of a deleted pool's cleanup, deletes its
+// machines (their finalizers delete the VMs) and their bootstrap Secrets.
+func (r *Reconciler) deleteMachines(ctx context.Context, s *scope) (skeleton.Result, error) {
+	if !controllerutil.ContainsFinalizer(s.pool, Finalizer) {
+		s.released = true
+		return skeleton.Stop(), nil
+	}
+	claims, err := r.claims(ctx, s.pool)
+	if err != nil {
+		return skeleton.Stop(), err
+	}
+	for i := range claims {
+		if err := r.deleteRunnerMachine(ctx, s.pool, &claims[i]); err != nil {
+			return skeleton.Stop(), err
+		}
+	}
+	s.cleanupLeft = len(claims)
+	return skeleton.Continue(), nil
+}
+
+// deregisterAll removes every registration of the deleted pool; what fails
+// is counted and retried.
+func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Result, error) {
+	pool := s.pool
+	gh, gscope, err := r.client(ctx, pool)
+	if err == nil {
+		var runners []github.Runner
+		if runners, err = gh.ListRunners(ctx, gscope); err == nil {
+			for _, rn := range ours(pool, runners) {
+				if derr := gh.DeleteRunner(ctx, gscope, rn.ID); derr != nil {
+					deregistrationFailures.WithLabelValues(s.key.String()).Inc()
+					err = derr
+					s.cleanupLeft++
+				}
+			}
+		}
+	}
+	s.cleanupErr = err
+	return skeleton.Continue(), nil
+}
+
+// release removes the finalizer once nothing is left, or, past the
+// deadline, with a Warning event saying what may be left behind.
+func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, error) {
+	pool := s.pool
+	if s.cleanupLeft > 0 || s.cleanupErr != nil {
+		deadline := pool.DeletionTimestamp.Add(r.FinalizationTimeout)
+		if s.now.Before(deadline) {
+			return skeleton.StopAndRequeue(2 * time.Second), nil
+		}
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
+			"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, s.cleanupLeft, s.cleanupErr)
+	}
+	patch := client.MergeFrom(pool.DeepCopy())
+	controllerutil.RemoveFinalizer(pool, Finalizer)
+	if err := r.Client.Patch(ctx, pool, patch); err != nil && !apierrors.IsNotFound(err) {
+		return skeleton.Stop(), err
+	}
+	r.forget(s.key)
+	s.released = true
+	return skeleton.Stop(), nil
+}
+
+// pollQueuedJobs is the fallback for lost webhook deliveries: every
+// pollInterval a repository pool lists the repository's queued jobs, keeps
+// those that would be routed to it, and makes its demand match. A failed
+// poll is only logged: webhooks still scale the pool.
+func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Result, error) {
+	gh, gscope := s.gh, s.gscope
 	interval := time.Minute
 	if w := s.pool.Spec.WebhookScaling; w != nil && w.PollInterval != nil {
 		interval = w.PollInterval.Duration
 	}
 	if !gscope.IsRepository() || interval <= 0 || s.now.Sub(s.mem.lastPoll) < interval {
-		return
+		return skeleton.Continue(), nil
 	}
 	jobs, err := gh.QueuedJobs(ctx, gscope)
 	if err != nil {
 		ctrl.LoggerFrom(ctx).V(1).Info("Polling queued jobs failed; webhooks still scale the pool", "error", err.Error())
-		return
+		return skeleton.Continue(), nil
 	}
 	s.mem.lastPoll = s.now
 	var pools hypervisorv1alpha1.RunnerPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
-		return
+		return skeleton.Continue(), nil
 	}
 	key := client.ObjectKeyFromObject(s.pool)
 	var mine []int64
 	for _, j := range jobs {
-		job := webhook.Job{ID: j.ID, Labels: j.Labels, Owner: gscope.Owner, Repository: gscope.Repository}
+		job := j.Event(gscope)
 		if p, ok := MatchPool(pools.Items, job); ok && client.ObjectKeyFromObject(p) == key {
 			mine = append(mine, j.ID)
 		}
@@ -162,6 +289,7 @@ func (r *Reconciler) poll(ctx context.Context, s *scope, gh *github.Client, gsco
 	if r.Demand.Sync(key, mine, s.now) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Polled queued jobs changed the pool's demand", "queued", len(mine))
 	}
+	return skeleton.Continue(), nil
 }
 
 // observe sorts the pool's claims by what GitHub says of their runners.

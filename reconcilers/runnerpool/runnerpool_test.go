@@ -24,6 +24,14 @@ func jobDone(id int64) (bool, string) {
 	return ok && j.Status == "completed", fmt.Sprintf("job %d: %+v", id, j)
 }
 
+// idleTTLPasses lets the idle runners above what pool wants outlive its
+// idle TTL: the test steps the pools' clock instead of waiting.
+func idleTTLPasses(p *hypervisorv1alpha1.RunnerPool) {
+	if p.Status.IdleReplicas > 0 && p.Status.Replicas > p.Status.DesiredReplicas {
+		clk.Step(p.Spec.IdleTTL.Duration)
+	}
+}
+
 // A queued job gets a runner that takes it; after the job the runner and
 // its VM are gone.
 func TestQueuedJobGetsARunnerAndTheVMIsGone(t *testing.T) {
@@ -82,6 +90,7 @@ func TestBurstScalesToMaxAndBack(t *testing.T) {
 	}
 	eventually.That(t, 2*time.Minute, func() (bool, string) {
 		p := l.get("burst")
+		idleTTLPasses(p)
 		return p.Status.Replicas == 1 && len(l.claims()) == 1 && l.vms() == 1 && registered("burst") <= 1,
 			fmt.Sprintf("%d claims, %d VMs, %d registered; %s", len(l.claims()), l.vms(), registered("burst"), describe(p))
 	})
@@ -243,7 +252,13 @@ func TestPollingFallbackForLostDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
+	eventually.That(t, time.Minute, func() (bool, string) {
+		// Until the pool has seen the job, its next poll comes due.
+		if p := l.get("polled"); p.Status.QueuedJobs == 0 && p.Status.Replicas == 0 {
+			clk.Step(p.Spec.WebhookScaling.PollInterval.Duration)
+		}
+		return jobDone(id)
+	})
 	eventually.That(t, time.Minute, func() (bool, string) {
 		return len(l.claims()) == 0 && registered("polled") == 0, describe(l.get("polled"))
 	})
@@ -295,4 +310,83 @@ func TestAppKeyRotation(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
+}
+
+// A runner that never comes online is replaced once its registration
+// timeout passes; the test moves the pools' clock past the timeout instead
+// of waiting it out.
+func TestRegistrationTimeoutReplacesTheRunner(t *testing.T) {
+	l := newLab(t)
+	kv.HangAllScheduling(true) // the runner's VM never starts
+	defer kv.HangAllScheduling(false)
+	one := int32(1)
+	pool := l.pool("stuck", func(p *hypervisorv1alpha1.RunnerPool) {
+		p.Spec.Replicas = &one
+		p.Spec.RegistrationTimeout = &metav1.Duration{Duration: 10 * time.Minute}
+	})
+	defer func() { _ = l.c.Delete(rootCtx, pool) }()
+	first := l.onlyClaim("stuck")
+	age(first.CreationTimestamp, 10*time.Minute+time.Second)
+	l.replaced("stuck", first.Name, "RegistrationTimeout")
+}
+
+// An idle runner past its pool's maxLifetime is retired and replaced; the
+// test moves the pools' clock past the lifetime instead of waiting it out.
+func TestIdleRunnerPastMaxLifetimeIsReplaced(t *testing.T) {
+	l := newLab(t)
+	one := int32(1)
+	pool := l.pool("aged", func(p *hypervisorv1alpha1.RunnerPool) {
+		p.Spec.Replicas = &one
+		p.Spec.MaxLifetime = &metav1.Duration{Duration: time.Hour}
+	})
+	defer func() { _ = l.c.Delete(rootCtx, pool) }()
+	first := l.onlyClaim("aged")
+	eventually.That(t, time.Minute, func() (bool, string) {
+		p := l.get("aged")
+		return p.Status.IdleReplicas == 1 && readyReason(p) == "Ready", describe(p)
+	})
+	age(first.CreationTimestamp, time.Hour+time.Second)
+	l.replaced("aged", first.Name, "")
+	if n := registered("aged"); n > 1 {
+		t.Errorf("%d runners registered; the retired one's registration should be gone", n)
+	}
+}
+
+// onlyClaim waits for the pool's one claim and returns it.
+func (l *lab) onlyClaim(pool string) hypervisorv1alpha1.MachineClaim {
+	l.t.Helper()
+	var claim hypervisorv1alpha1.MachineClaim
+	eventually.That(l.t, 30*time.Second, func() (bool, string) {
+		cs := l.claims()
+		if len(cs) == 1 {
+			claim = cs[0]
+		}
+		return len(cs) == 1, fmt.Sprintf("%d claims; %s", len(cs), describe(l.get(pool)))
+	})
+	return claim
+}
+
+// replaced waits until the claim first is deleted and another one made in
+// its place, and, if reason is set, for the pool's event saying why.
+func (l *lab) replaced(pool, first, reason string) {
+	l.t.Helper()
+	eventually.That(l.t, time.Minute, func() (bool, string) {
+		firstGone, replacement := true, false
+		var names []string
+		for _, c := range l.claims() {
+			names = append(names, fmt.Sprintf("%s(deleting %v)", c.Name, c.DeletionTimestamp != nil))
+			if c.Name == first && c.DeletionTimestamp == nil {
+				firstGone = false
+			}
+			if c.Name != first && c.DeletionTimestamp == nil {
+				replacement = true
+			}
+		}
+		evs := l.events(pool)
+		said := reason == ""
+		for _, e := range evs {
+			said = said || strings.HasPrefix(e, reason+": ")
+		}
+		return firstGone && replacement && said, fmt.Sprintf("claims %v; events %q; %s", names, evs, describe(l.get(pool)))
+	})
 }

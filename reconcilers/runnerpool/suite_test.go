@@ -11,9 +11,11 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -40,6 +42,9 @@ var (
 	gh         *githubsim.Server
 	webhookURL string
 	rootCtx    = context.Background()
+	// clk is the pools' clock: a test that waits for a pool's timeout
+	// (idle TTL, poll interval) steps it rather than waiting it out.
+	clk = clocktesting.NewFakeClock(time.Now())
 )
 
 // One manager (with the webhook receiver), one kubevirtsim, one githubsim
@@ -82,7 +87,7 @@ func TestMain(m *testing.M) {
 			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
 			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
 			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
-			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second},
+			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second, Clock: clk},
 		})
 		if err != nil {
 			return fail(err)
@@ -227,4 +232,29 @@ func readyReason(p *hypervisorv1alpha1.RunnerPool) string {
 		return c.Reason
 	}
 	return ""
+}
+
+// events lists the reasons and notes of the events about pool name.
+func (l *lab) events(name string) []string {
+	l.t.Helper()
+	var list eventsv1.EventList
+	if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns)); err != nil {
+		l.t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if ev.Regarding.Kind == "RunnerPool" && ev.Regarding.Name == name {
+			out = append(out, ev.Reason+": "+ev.Note)
+		}
+	}
+	return out
+}
+
+// age moves the pools' clock to d after since (an API server timestamp),
+// unless it is later already: the test ages a claim past a timeout instead
+// of waiting it out. A claim made after since stays younger than d.
+func age(since metav1.Time, d time.Duration) {
+	if at := since.Add(d); at.After(clk.Now()) {
+		clk.SetTime(at)
+	}
 }

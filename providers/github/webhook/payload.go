@@ -4,33 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+
+	"github.com/hyperfleet/hyperfleet/providers/github"
 )
-
-// JobAction is a workflow_job delivery's action.
-type JobAction string
-
-// The workflow_job actions HyperFleet acts on.
-const (
-	JobQueued     JobAction = "queued"
-	JobInProgress JobAction = "in_progress"
-	JobCompleted  JobAction = "completed"
-	JobWaiting    JobAction = "waiting"
-)
-
-// Job is what a workflow_job delivery says about one job.
-type Job struct {
-	// Delivery is X-GitHub-Delivery.
-	Delivery string
-	Action   JobAction
-	// ID of the job, unique across GitHub; RunID its workflow run.
-	ID, RunID int64
-	Labels    []string
-	// RunnerName is the runner that took the job (in_progress, completed).
-	RunnerName string
-	// Owner and Repository name the repository; Organization is set when the
-	// repository belongs to an organization.
-	Owner, Repository, Organization string
-}
 
 // workflowJobEvent is the part of GitHub's workflow_job payload we read.
 type workflowJobEvent struct {
@@ -59,22 +35,22 @@ const maxLabels = 64
 // ParseWorkflowJob decodes a workflow_job payload. It refuses payloads
 // without the fields routing needs, so a malformed delivery is answered 400
 // instead of being half-processed.
-func ParseWorkflowJob(body []byte) (Job, error) {
+func ParseWorkflowJob(body []byte) (github.JobEvent, error) {
 	var ev workflowJobEvent
 	if err := json.Unmarshal(body, &ev); err != nil {
-		return Job{}, fmt.Errorf("workflow_job payload is not JSON: %w", err)
+		return github.JobEvent{}, fmt.Errorf("workflow_job payload is not JSON: %w", err)
 	}
 	if ev.WorkflowJob == nil || ev.WorkflowJob.ID <= 0 {
-		return Job{}, fmt.Errorf("workflow_job payload has no workflow_job.id")
+		return github.JobEvent{}, fmt.Errorf("workflow_job payload has no workflow_job.id")
 	}
 	if ev.Repository == nil || ev.Repository.Name == "" {
-		return Job{}, fmt.Errorf("workflow_job payload has no repository")
+		return github.JobEvent{}, fmt.Errorf("workflow_job payload has no repository")
 	}
 	if len(ev.WorkflowJob.Labels) > maxLabels {
-		return Job{}, fmt.Errorf("workflow_job has %d labels, more than %d", len(ev.WorkflowJob.Labels), maxLabels)
+		return github.JobEvent{}, fmt.Errorf("workflow_job has %d labels, more than %d", len(ev.WorkflowJob.Labels), maxLabels)
 	}
-	j := Job{
-		Action: JobAction(ev.Action), ID: ev.WorkflowJob.ID, RunID: ev.WorkflowJob.RunID,
+	j := github.JobEvent{
+		Action: github.JobAction(ev.Action), ID: ev.WorkflowJob.ID, RunID: ev.WorkflowJob.RunID,
 		Labels: ev.WorkflowJob.Labels, Repository: ev.Repository.Name,
 	}
 	if ev.Repository.Owner != nil {

@@ -1,6 +1,9 @@
 // Package webhook receives GitHub's webhook deliveries for the RunnerPool
 // autoscaler: POST /github/webhook, signature checked against the secret,
-// answered at once, and the work done from a queue, once per delivery.
+// answered at once, and the work done from a queue, once per delivery. A
+// workflow_job delivery reaches the Handler as a github.JobEvent, the
+// provider's demand type, so the autoscaler that consumes it depends on the
+// provider and not on this receiver.
 package webhook
 
 import (
@@ -16,6 +19,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
 // Path is where GitHub posts deliveries.
@@ -50,7 +55,7 @@ type SecretFunc func(ctx context.Context) ([]byte, error)
 
 // Handler does the work of one accepted workflow_job delivery. It runs on
 // the receiver's worker, never on the HTTP request.
-type Handler func(ctx context.Context, job Job) error
+type Handler func(ctx context.Context, job github.JobEvent) error
 
 // Receiver is the webhook HTTP server, a manager Runnable.
 type Receiver struct {
@@ -68,7 +73,7 @@ type Receiver struct {
 	Log       logr.Logger
 
 	once    sync.Once
-	queue   chan Job
+	queue   chan github.JobEvent
 	seen    *recent
 	handler http.Handler
 }
@@ -81,7 +86,7 @@ func (r *Receiver) init() {
 		if r.QueueSize <= 0 {
 			r.QueueSize = 10000
 		}
-		r.queue = make(chan Job, r.QueueSize)
+		r.queue = make(chan github.JobEvent, r.QueueSize)
 		r.seen = newRecent(100000, 24*time.Hour)
 		mux := http.NewServeMux()
 		mux.HandleFunc(Path, r.serve)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+
+	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
 var secret = []byte("it's a secret to everybody")
@@ -33,10 +35,10 @@ const queuedPayload = `{
 
 type recorder struct {
 	mu   sync.Mutex
-	jobs []Job
+	jobs []github.JobEvent
 }
 
-func (r *recorder) handle(_ context.Context, j Job) error {
+func (r *recorder) handle(_ context.Context, j github.JobEvent) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.jobs = append(r.jobs, j)
@@ -94,7 +96,7 @@ func TestDeliveries(t *testing.T) {
 	}
 	waitCount(t, rec, 1)
 	j := rec.jobs[0]
-	if j.ID != 29679449 || j.Action != JobQueued || j.Owner != "octo-org" || j.Repository != "example-workflow" ||
+	if j.ID != 29679449 || j.Action != github.JobQueued || j.Owner != "octo-org" || j.Repository != "example-workflow" ||
 		j.Organization != "octo-org" || strings.Join(j.Labels, ",") != "self-hosted,linux,x64,gpu" || j.Delivery != "d-1" {
 		t.Errorf("parsed job = %+v", j)
 	}

@@ -1,0 +1,38 @@
+package github
+
+// JobAction is how far a workflow job has come, as a workflow_job webhook
+// delivery's action says it.
+type JobAction string
+
+// The workflow_job actions a runner autoscaler acts on.
+const (
+	JobQueued     JobAction = "queued"
+	JobInProgress JobAction = "in_progress"
+	JobCompleted  JobAction = "completed"
+	JobWaiting    JobAction = "waiting"
+)
+
+// JobEvent is the demand GitHub reports for one workflow job: what a
+// workflow_job webhook delivery says (providers/github/webhook parses one),
+// or what a poll of the queued jobs found (QueuedJob.Event). Both sources
+// produce this one type, so whoever scales on demand reads one shape and
+// imports nothing of the receiver.
+type JobEvent struct {
+	// Delivery is X-GitHub-Delivery; empty for a polled job.
+	Delivery string
+	Action   JobAction
+	// ID of the job, unique across GitHub; RunID its workflow run.
+	ID, RunID int64
+	Labels    []string
+	// RunnerName is the runner that took the job (in_progress, completed).
+	RunnerName string
+	// Owner and Repository name the repository; Organization is set when the
+	// repository belongs to an organization.
+	Owner, Repository, Organization string
+}
+
+// Event is a polled queued job as the demand it stands for: a "queued"
+// event of the scope's repository, as its webhook delivery would have said.
+func (j QueuedJob) Event(scope Scope) JobEvent {
+	return JobEvent{Action: JobQueued, ID: j.ID, RunID: j.RunID, Labels: j.Labels, Owner: scope.Owner, Repository: scope.Repository}
+}
