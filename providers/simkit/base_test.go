@@ -2,16 +2,10 @@ package simkit_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
 	"errors"
 	"io"
-	"math/big"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -42,6 +36,28 @@ func newWorld(t *testing.T) *world {
 	return w
 }
 
+// flag reads a bool that work sets with the state lock held.
+func (w *world) flag(b *bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return *b
+}
+
+// get answers the body of a GET that must succeed.
+func get(t *testing.T, client *http.Client, url string) string {
+	t.Helper()
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(body)
+}
+
 func within(t *testing.T, what string, done <-chan struct{}) {
 	t.Helper()
 	select {
@@ -70,22 +86,17 @@ func TestServePlainHTTP(t *testing.T) {
 	if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/api/$`).MatchString(url) {
 		t.Fatalf("URL = %q", url)
 	}
-	resp, err := http.Get(url + "x")
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if string(body) != "hello /api/x" {
+	if body := get(t, http.DefaultClient, url+"x"); body != "hello /api/x" {
 		t.Errorf("answer %q", body)
 	}
 
-	err = w.kit.Serve("127.0.0.1:0", h, simkit.ServeConfig{})
+	err := w.kit.Serve("127.0.0.1:0", h, simkit.ServeConfig{})
 	if err == nil || err.Error() != "testsim: server already started" {
 		t.Errorf("second Serve: %v", err)
 	}
 	w.kit.Close()
-	if _, err := http.Get(url); err == nil {
+	if resp, err := http.Get(url); err == nil {
+		_ = resp.Body.Close()
 		t.Error("the server still answers after Close")
 	}
 	err = w.kit.Serve("127.0.0.1:0", h, simkit.ServeConfig{})
@@ -117,7 +128,11 @@ func TestServeListenError(t *testing.T) {
 
 func TestServeTLSWithoutHTTP2(t *testing.T) {
 	w := newWorld(t)
-	cert, pool := selfSigned(t)
+	// httptest's certificate is valid for 127.0.0.1; its client trusts it.
+	ts := httptest.NewTLSServer(http.NotFoundHandler())
+	cert, pool := ts.TLS.Certificates[0], x509.NewCertPool()
+	pool.AddCert(ts.Certificate())
+	ts.Close()
 	h := http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(rw, r.Proto) })
 	if err := w.kit.Serve("127.0.0.1:0", h, simkit.ServeConfig{TLS: &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}, Path: "/api2/json"}); err != nil {
 		t.Fatal(err)
@@ -130,13 +145,7 @@ func TestServeTLSWithoutHTTP2(t *testing.T) {
 	// where a fault can hijack the connection.
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, ForceAttemptHTTP2: true}}
 	defer client.CloseIdleConnections()
-	resp, err := client.Get(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body, _ := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	if string(body) != "HTTP/1.1" {
+	if body := get(t, client, url); body != "HTTP/1.1" {
 		t.Errorf("served over %q", body)
 	}
 }
@@ -190,9 +199,7 @@ func TestCloseEndsHungAndDelayedRequests(t *testing.T) {
 			t.Fatal("a held request was not ended by Close")
 		}
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if slept {
+	if w.flag(&slept) {
 		t.Error("Sleep reported the full hour")
 	}
 }
@@ -259,9 +266,7 @@ func TestCloseStopsPendingTimers(t *testing.T) {
 	within(t, "Close with a timer pending", closeInBackground(w.kit))
 	w.kit.After(0, func() { ran = true }) // after Close: never runs
 	w.kit.Close()                         // twice is fine
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if ran {
+	if w.flag(&ran) {
 		t.Error("work ran after Close")
 	}
 }
@@ -277,11 +282,9 @@ func TestCloseWaitsForWorkersAndCancelsContext(t *testing.T) {
 		w.mu.Unlock()
 	})
 	within(t, "Close", closeInBackground(w.kit))
-	w.mu.Lock()
-	if !stopped {
+	if !w.flag(&stopped) {
 		t.Error("Close returned before the worker")
 	}
-	w.mu.Unlock()
 	if !errors.Is(w.kit.Context().Err(), context.Canceled) {
 		t.Errorf("Context after Close: %v", w.kit.Context().Err())
 	}
@@ -321,35 +324,4 @@ func TestRandomUUID(t *testing.T) {
 	if a == b {
 		t.Error("two UUIDs are equal")
 	}
-}
-
-// selfSigned returns a certificate for 127.0.0.1 and a pool that trusts it.
-func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
-	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          big.NewInt(1),
-		Subject:               pkix.Name{CommonName: "simkit test"},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
-		ExtKeyUsage:           []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
-		IPAddresses:           []net.IP{net.ParseIP("127.0.0.1")},
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	leaf, err := x509.ParseCertificate(der)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(leaf)
-	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
 }
