@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // Endpoints the simulator serves, named as GitHub's documentation names
@@ -107,9 +109,8 @@ func (s *Server) endpoint(name string, h apiHandler) http.Handler {
 
 		s.mu.Lock()
 		s.stats[name]++
-		f := s.takeFault(r.Method, r.URL.Path, name)
 		s.mu.Unlock()
-		if f != nil && s.applyFault(rec, r, f) {
+		if f, ok := s.takeFault(r.Method, r.URL.Path, name); ok && s.applyFault(rec, r, f) {
 			return
 		}
 		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
@@ -284,7 +285,7 @@ func (s *Server) handleJITConfig(rc *reqCtx) (int, any, *apiError) {
 	}
 	r := s.newRunnerLocked(scope, req.Name, g.id, s.makeLabels([]string{"self-hosted"}, req.Labels), true)
 	r.jit = true
-	r.jitClientID = randomUUID()
+	r.jitClientID = simkit.RandomUUID()
 	enc, err := s.encodeJITConfig(r, g, work)
 	if err != nil {
 		return 0, nil, errf(http.StatusInternalServerError, "githubsim: %v", err)

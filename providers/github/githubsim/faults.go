@@ -3,8 +3,9 @@ package githubsim
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // FaultAction is what an injected fault does to a matching request.
@@ -67,64 +68,21 @@ type Fault struct {
 	Delay time.Duration
 }
 
-type faultState struct {
-	f      Fault
-	re     *regexp.Regexp
-	remain int // -1: unlimited
-}
-
 // InjectFault adds a fault; it fails only on an invalid Path expression.
 func (s *Server) InjectFault(f Fault) error {
-	fs := &faultState{f: f, remain: f.Times}
-	if f.Times <= 0 {
-		fs.remain = -1
-	}
-	if f.Path != "" {
-		re, err := regexp.Compile(f.Path)
-		if err != nil {
-			return fmt.Errorf("githubsim: fault path: %w", err)
-		}
-		fs.re = re
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, fs)
-	return nil
+	return s.faults.Add(simkit.Rule{Method: f.Method, Path: f.Path, Times: f.Times}, f)
 }
 
 // ClearFaults removes every injected fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // PendingFaults reports how many injected faults are still armed.
-func (s *Server) PendingFaults() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.faults)
-}
+func (s *Server) PendingFaults() int { return s.faults.Pending() }
 
 // takeFault returns the first fault matching the request and uses one of
-// its times. The caller holds s.mu.
-func (s *Server) takeFault(method, path, endpoint string) *Fault {
-	for i, fs := range s.faults {
-		f := &fs.f
-		if (f.Method != "" && f.Method != method) || (fs.re != nil && !fs.re.MatchString(path)) ||
-			(f.Endpoint != "" && f.Endpoint != endpoint) {
-			continue
-		}
-		out := *f
-		if fs.remain > 0 {
-			fs.remain--
-			if fs.remain == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-		}
-		return &out
-	}
-	return nil
+// its times.
+func (s *Server) takeFault(method, path, endpoint string) (Fault, bool) {
+	return s.faults.Take(method, path, func(f Fault) bool { return f.Endpoint == "" || f.Endpoint == endpoint })
 }
 
 // secondaryLimitDoc is where GitHub's secondary-limit answers point; go-github
@@ -133,15 +91,12 @@ const secondaryLimitDoc = "https://docs.github.com/free-pro-team@latest/rest/ove
 
 // applyFault acts out f; it reports whether the request was answered (or
 // abandoned) so the handler must not run.
-func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f *Fault) bool {
+func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f Fault) bool {
 	switch f.Action {
 	case FaultDelay:
-		return !s.sleep(r.Context(), f.Delay)
+		return !s.kit.Sleep(r.Context(), f.Delay)
 	case FaultHang:
-		select {
-		case <-r.Context().Done():
-		case <-s.closing:
-		}
+		s.kit.Hang(r.Context())
 		return true
 	case FaultSecondaryRateLimit:
 		e := &apiError{status: f.Status, message: f.Message, docURL: secondaryLimitDoc, retryAfter: f.RetryAfter}
@@ -154,13 +109,8 @@ func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f *Fault) bo
 		writeError(w, e)
 		return true
 	default:
-		e := &apiError{status: f.Status, message: f.Message, retryAfter: f.RetryAfter}
-		if e.status == 0 {
-			e.status = http.StatusInternalServerError
-		}
-		if e.message == "" {
-			e.message = http.StatusText(e.status)
-		}
+		e := &apiError{retryAfter: f.RetryAfter}
+		e.status, e.message = simkit.DefaultError(f.Status, f.Message)
 		writeError(w, e)
 		return true
 	}

@@ -68,7 +68,7 @@ func (s *Server) QueueJob(repo string, labels []string) (int64, error) {
 func (s *Server) QueueJobSpec(spec JobSpec) (int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.kit.Closed() {
 		return 0, fmt.Errorf("githubsim: closed")
 	}
 	repo := s.repos[strings.ToLower(spec.Repo)]
@@ -185,7 +185,7 @@ func (s *Server) startJobLocked(j *jobState, r *runnerState) {
 	}
 	s.enqueueJobEvent(j, "in_progress")
 	jobID := j.ID
-	s.schedule(j.Duration, func() {
+	s.kit.After(j.Duration, func() {
 		if j := s.jobs[jobID]; j != nil && j.Status == JobInProgress {
 			s.completeJobLocked(j, j.conclusion)
 		}

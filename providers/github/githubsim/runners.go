@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // RegisterRequest is what config.sh sends to register a runner with a
@@ -103,7 +105,7 @@ func archLabel(arch string) string {
 func (s *Server) RegisterRunner(req RegisterRequest) (Runner, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.closed {
+	if s.kit.Closed() {
 		return Runner{}, errf(http.StatusServiceUnavailable, "githubsim: closed")
 	}
 	scope, aerr := s.scopeFromURL(req.URL)
@@ -149,7 +151,7 @@ func (s *Server) RegisterRunner(req RegisterRequest) (Runner, error) {
 // runner as it was then.
 func (s *Server) RunRunner(ctx context.Context, req RunRequest) (Runner, error) {
 	s.mu.Lock()
-	if s.closed {
+	if s.kit.Closed() {
 		s.mu.Unlock()
 		return Runner{}, errf(http.StatusServiceUnavailable, "githubsim: closed")
 	}
@@ -181,7 +183,7 @@ func (s *Server) RunRunner(ctx context.Context, req RunRequest) (Runner, error) 
 			}
 		}
 		if d := s.opts.RunnerStartDelay; d > 0 {
-			s.schedule(d, start)
+			s.kit.After(d, start)
 		} else {
 			start()
 		}
@@ -195,7 +197,7 @@ func (s *Server) RunRunner(ctx context.Context, req RunRequest) (Runner, error) 
 	case <-done:
 	case <-ctx.Done():
 		return Runner{}, ctx.Err()
-	case <-s.closing:
+	case <-s.kit.Closing():
 		return Runner{}, errf(http.StatusServiceUnavailable, "githubsim: closed")
 	}
 	s.mu.Lock()
@@ -268,7 +270,7 @@ func (s *Server) encodeJITConfig(r *runnerState, g *groupState, workFolder strin
 		"DisableUpdate": "True",
 		"Ephemeral":     "True",
 		"ServerUrl":     "https://pipelines.actions.githubusercontent.com/" + randomAlnum(50),
-		"GitHubUrl":     s.baseURL + r.scope,
+		"GitHubUrl":     s.kit.URL() + r.scope,
 		"WorkFolder":    workFolder,
 	})
 	if err != nil {
@@ -278,7 +280,7 @@ func (s *Server) encodeJITConfig(r *runnerState, g *groupState, workFolder strin
 		"Scheme": "OAuth",
 		"Data": map[string]string{
 			"ClientId":                r.jitClientID,
-			"AuthorizationUrl":        "https://vstoken.actions.githubusercontent.com/_apis/oauth2/token/" + randomUUID(),
+			"AuthorizationUrl":        "https://vstoken.actions.githubusercontent.com/_apis/oauth2/token/" + simkit.RandomUUID(),
 			"RequireFipsCryptography": "True",
 		},
 	})

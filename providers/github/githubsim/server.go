@@ -1,16 +1,10 @@
 package githubsim
 
 import (
-	"context"
 	"crypto/rand"
 	"crypto/rsa"
-	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"log"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -18,6 +12,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // enterprisePrefix is where an Enterprise Server serves the REST API; the
@@ -32,12 +28,12 @@ type Server struct {
 	api   *http.ServeMux
 	sim   *http.ServeMux
 
-	mu      sync.Mutex
-	closed  bool
-	closing chan struct{}
-	// ctx ends when the server closes; outgoing webhook deliveries use it.
-	ctx    context.Context
-	cancel context.CancelFunc
+	// kit runs the server's lifetime: listener, timers, delays, the webhook
+	// worker, Close.
+	kit    *simkit.Base
+	faults *simkit.Faults[Fault]
+
+	mu sync.Mutex
 
 	// credentials
 	appKeys     []*rsa.PublicKey // keys the App's JWT may be signed with
@@ -68,22 +64,11 @@ type Server struct {
 	dropNext      int
 	nextDelivery  int64
 
-	// rate limits, faults and bookkeeping
+	// rate limits and bookkeeping
 	rateLimit int
 	budgets   map[string]*simBudget
-	faults    []*faultState
 	stats     map[string]int
 	requests  []Request
-
-	timers    map[uint64]*time.Timer
-	nextTimer uint64
-	timerWG   sync.WaitGroup
-	handlerWG sync.WaitGroup
-	workerWG  sync.WaitGroup
-
-	httpSrv   *http.Server
-	serveDone chan struct{}
-	baseURL   string
 }
 
 // New builds a simulated GitHub from opts (see Options for the defaults). It
@@ -98,13 +83,10 @@ func New(opts Options) *Server {
 			panic(fmt.Sprintf("githubsim: generating the App key: %v", err))
 		}
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	s := &Server{
-		ctx:           ctx,
-		cancel:        cancel,
 		opts:          o,
 		clock:         o.Clock,
-		closing:       make(chan struct{}),
+		faults:        simkit.NewFaults[Fault]("githubsim"),
 		appKeys:       []*rsa.PublicKey{&key.PublicKey},
 		appKeyPEM:     encodeKey(key),
 		instTokens:    map[string]time.Time{},
@@ -126,8 +108,8 @@ func New(opts Options) *Server {
 		rateLimit:     o.RateLimit,
 		budgets:       map[string]*simBudget{},
 		stats:         map[string]int{},
-		timers:        map[uint64]*time.Timer{},
 	}
+	s.kit = simkit.New(simkit.Options{Name: "githubsim", ErrorLog: o.ErrorLog}, &s.mu)
 	s.pats["ghp_"+randomAlnum(36)] = true
 	for _, t := range o.PersonalAccessTokens {
 		s.pats[t] = true
@@ -142,8 +124,7 @@ func New(opts Options) *Server {
 	}
 	s.api = s.apiRoutes()
 	s.sim = s.simRoutes()
-	s.workerWG.Add(1)
-	go s.deliveryWorker()
+	s.kit.Go(s.deliveryWorker)
 	return s
 }
 
@@ -153,46 +134,14 @@ func (s *Server) Start() error { return s.StartOn("127.0.0.1:0") }
 // StartOn serves plain HTTP on addr (host:port), e.g. ":8081" for the
 // developer sandbox.
 func (s *Server) StartOn(addr string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return errors.New("githubsim: server is closed")
-	}
-	if s.httpSrv != nil {
-		return errors.New("githubsim: server already started")
-	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("githubsim: listen on %s: %w", addr, err)
-	}
-	srv := &http.Server{Handler: s, ReadHeaderTimeout: 30 * time.Second, ErrorLog: s.opts.ErrorLog}
-	if srv.ErrorLog == nil {
-		srv.ErrorLog = log.New(io.Discard, "", 0)
-	}
-	host := ln.Addr().String()
-	if h, port, err := net.SplitHostPort(host); err == nil && (h == "" || h == "0.0.0.0" || h == "::") {
-		host = net.JoinHostPort("127.0.0.1", port)
-	}
-	s.httpSrv = srv
-	s.baseURL = "http://" + host + "/"
-	s.serveDone = make(chan struct{})
-	done := s.serveDone
-	go func() {
-		defer close(done)
-		_ = srv.Serve(ln)
-	}()
-	return nil
+	return s.kit.Serve(addr, s, simkit.ServeConfig{Path: "/"})
 }
 
 // URL is the server's root with a trailing slash, e.g.
 // http://127.0.0.1:41234/. The REST API answers there (as api.github.com)
 // and under api/v3/ (as an Enterprise Server); runners register with
 // URL()+"owner/repo". It is empty before Start.
-func (s *Server) URL() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.baseURL
-}
+func (s *Server) URL() string { return s.kit.URL() }
 
 // Handler returns the server as an http.Handler, for callers that serve it
 // themselves.
@@ -201,45 +150,16 @@ func (s *Server) Handler() http.Handler { return s }
 // Close stops listening, ends waiting requests, stops every timer and the
 // webhook worker, and waits until no goroutine of the simulator is left. It
 // is safe to call more than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	close(s.closing)
-	s.cancel()
-	for id, t := range s.timers {
-		if t.Stop() {
-			s.timerWG.Done()
-		}
-		delete(s.timers, id)
-	}
-	srv, done := s.httpSrv, s.serveDone
-	s.mu.Unlock()
-
-	if srv != nil {
-		_ = srv.Close()
-		<-done
-	}
-	s.handlerWG.Wait()
-	s.timerWG.Wait()
-	s.workerWG.Wait()
-}
+func (s *Server) Close() { s.kit.Close() }
 
 // ServeHTTP routes /_sim/ to the simulator's control endpoints and
 // everything else, with or without /api/v3, to the REST API.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.kit.Enter() {
 		http.Error(w, "githubsim: closed", http.StatusServiceUnavailable)
 		return
 	}
-	s.handlerWG.Add(1)
-	s.mu.Unlock()
-	defer s.handlerWG.Done()
+	defer s.kit.Leave()
 
 	if strings.HasPrefix(r.URL.Path, "/_sim/") {
 		s.sim.ServeHTTP(w, r)
@@ -262,44 +182,6 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // prefixHeader carries the stripped /api/v3 to the request log; it is set
 // by ServeHTTP only, never read from the client.
 const prefixHeader = "X-Githubsim-Prefix"
-
-// schedule runs fn with s.mu held after d, unless the server closes first.
-// The caller must hold s.mu.
-func (s *Server) schedule(d time.Duration, fn func()) {
-	if s.closed {
-		return
-	}
-	s.nextTimer++
-	id := s.nextTimer
-	s.timerWG.Add(1)
-	s.timers[id] = time.AfterFunc(max(d, 0), func() {
-		defer s.timerWG.Done()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.timers[id]; !ok {
-			return // stopped by Close
-		}
-		delete(s.timers, id)
-		if !s.closed {
-			fn()
-		}
-	})
-}
-
-// sleep waits for d unless the request's client gives up or the server
-// closes; it reports whether the full delay passed.
-func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.closing:
-		return false
-	}
-}
 
 // ---------------------------------------------------------------------------
 // answers
@@ -381,12 +263,4 @@ func randomAlnum(n int, alphabet ...string) string {
 		b[i] = chars[int(b[i])%len(chars)]
 	}
 	return string(b)
-}
-
-func randomUUID() string {
-	b := randomBytes(16)
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b)
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
 }

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // hookID is the simulated App webhook's ID (X-GitHub-Hook-ID).
@@ -90,7 +92,7 @@ func (s *Server) enqueueJobEvent(j *jobState, action string) {
 	if err != nil {
 		return // maps of strings and numbers always encode
 	}
-	s.enqueueLocked("workflow_job", action, j.ID, payload, randomUUID())
+	s.enqueueLocked("workflow_job", action, j.ID, payload, simkit.RandomUUID())
 }
 
 func (s *Server) enqueueLocked(event, action string, jobID int64, payload []byte, guid string) *Delivery {
@@ -108,17 +110,16 @@ func (s *Server) enqueueLocked(event, action string, jobID int64, payload []byte
 // deliveryWorker sends queued deliveries one at a time, in order, until the
 // server closes.
 func (s *Server) deliveryWorker() {
-	defer s.workerWG.Done()
 	client := &http.Client{Timeout: s.opts.WebhookTimeout}
 	for {
 		select {
-		case <-s.closing:
+		case <-s.kit.Closing():
 			return
 		case <-s.wake:
 		}
 		for {
 			s.mu.Lock()
-			if s.closed || len(s.queue) == 0 {
+			if s.kit.Closed() || len(s.queue) == 0 {
 				s.mu.Unlock()
 				break
 			}
@@ -139,7 +140,7 @@ func (s *Server) deliveryWorker() {
 			case url == "":
 				errText = "no webhook URL configured"
 			default:
-				status, errText = s.send(s.ctx, client, url, secret, d)
+				status, errText = s.send(s.kit.Context(), client, url, secret, d)
 			}
 			s.mu.Lock()
 			d.Attempted, d.StatusCode, d.Error, d.DeliveredAt = true, status, errText, s.clock.Now().UTC()
@@ -187,7 +188,7 @@ func Sign(secret string, body []byte) string {
 // workflowJobPayload is a workflow_job event as GitHub sends it. The caller
 // holds s.mu.
 func (s *Server) workflowJobPayload(j *jobState, action string) map[string]any {
-	api := strings.TrimSuffix(s.baseURL, "/")
+	api := strings.TrimSuffix(s.kit.URL(), "/")
 	if api == "" {
 		api = "https://api.github.com"
 	}

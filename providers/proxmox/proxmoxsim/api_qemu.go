@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // lookupVM finds the VM of the request's {vmid} on its {node}, answering
@@ -298,7 +300,7 @@ func (s *Server) handleConfigSet(rc *reqCtx) (any, *apiError) {
 		s.mu.Lock()
 		d := s.lat.Config
 		s.mu.Unlock()
-		if !s.sleep(rc.r.Context(), d) {
+		if !s.kit.Sleep(rc.r.Context(), d) {
 			return nil, failf("interrupted")
 		}
 	}
@@ -424,9 +426,9 @@ func (s *Server) cloneConfig(src *vmState, newid int, full bool, storage, format
 			smbios = append(smbios, p)
 		}
 	}
-	out["smbios1"] = strings.Join(append([]string{"uuid=" + randomUUID()}, smbios...), ",")
+	out["smbios1"] = strings.Join(append([]string{"uuid=" + simkit.RandomUUID()}, smbios...), ",")
 	if _, ok := out["vmgenid"]; ok {
-		out["vmgenid"] = randomUUID()
+		out["vmgenid"] = simkit.RandomUUID()
 	}
 	if name != "" {
 		out["name"] = name
@@ -581,11 +583,11 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 		key := lockStore.lockKey()
 		if limit := s.opts.StorageLockLimit; limit > 0 && s.storageLocks[key] >= limit {
 			msg := "clone failed: " + lockStore.lockError()
-			s.schedule(hold, func() { drop(msg) })
+			s.kit.After(hold, func() { drop(msg) })
 			return t.upid, nil
 		}
 		s.storageLocks[key]++
-		s.schedule(hold, func() { s.storageLocks[key]-- })
+		s.kit.After(hold, func() { s.storageLocks[key]-- })
 	}
 	// Like qm clone, the config holds only the temporary file until the disks are
 	// copied; then the full config is written, still locked, and the lock
@@ -594,14 +596,14 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 	if !full {
 		written = hold / 2
 	}
-	s.schedule(written, func() {
+	s.kit.After(written, func() {
 		if s.alive(vm) && vm.config["description"] == placeholder["description"] && vm.lock() == "clone" {
 			vm.config = maps.Clone(newconf)
 			vm.config["lock"] = "clone"
 		}
 	})
 	injected := rc.taskFault
-	s.schedule(total, func() {
+	s.kit.After(total, func() {
 		if !s.alive(vm) {
 			t.finish(fmt.Sprintf("clone failed: Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, newid))
 			return
@@ -662,10 +664,10 @@ func (s *Server) handleCreateVM(rc *reqCtx) (any, *apiError) {
 		return nil, failf("%s", msg)
 	}
 	if _, ok := set["smbios1"]; !ok {
-		set["smbios1"] = "uuid=" + randomUUID()
+		set["smbios1"] = "uuid=" + simkit.RandomUUID()
 	}
 	if _, ok := set["vmgenid"]; !ok {
-		set["vmgenid"] = randomUUID()
+		set["vmgenid"] = simkit.RandomUUID()
 	}
 	vm := &vmState{vmid: vmid, node: node, status: "stopped", config: map[string]string{"lock": "create"}, ip: s.allocIP()}
 	s.vms[vmid] = vm
@@ -823,7 +825,7 @@ func (s *Server) boot(vm *vmState) {
 	vm.agentUp = false
 	vm.bootGen++
 	gen := vm.bootGen
-	s.schedule(s.lat.Boot, func() {
+	s.kit.After(s.lat.Boot, func() {
 		if s.alive(vm) && vm.running() && vm.bootGen == gen {
 			vm.agentUp = true
 		}

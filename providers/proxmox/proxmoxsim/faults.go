@@ -3,8 +3,9 @@ package proxmoxsim
 import (
 	"fmt"
 	"net/http"
-	"regexp"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // Operation names an API operation, for fault matching and request counts.
@@ -168,72 +169,23 @@ type Fault struct {
 	Delay time.Duration
 }
 
-type faultState struct {
-	f      Fault
-	re     *regexp.Regexp
-	remain int // -1 = unlimited
-}
-
 // InjectFault adds a fault that applies to the next Times matching requests
 // (or to all of them until ClearFaults when Times is 0). It fails only on
 // an invalid Path expression.
 func (s *Server) InjectFault(f Fault) error {
-	fs := &faultState{f: f, remain: f.Times}
-	if f.Times <= 0 {
-		fs.remain = -1
-	}
-	if f.Path != "" {
-		re, err := regexp.Compile(f.Path)
-		if err != nil {
-			return fmt.Errorf("proxmoxsim: fault path: %w", err)
-		}
-		fs.re = re
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = append(s.faults, fs)
-	return nil
+	return s.faults.Add(simkit.Rule{Method: f.Method, Path: f.Path, Times: f.Times}, f)
 }
 
 // ClearFaults removes every injected fault.
-func (s *Server) ClearFaults() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.faults = nil
-}
+func (s *Server) ClearFaults() { s.faults.Clear() }
 
 // PendingFaults reports how many injected faults are still armed.
-func (s *Server) PendingFaults() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.faults)
-}
+func (s *Server) PendingFaults() int { return s.faults.Pending() }
 
 // takeFault returns the first fault matching the request and consumes one
-// use of it. The caller must hold s.mu.
-func (s *Server) takeFault(method, path string, op Operation) *Fault {
-	for i, fs := range s.faults {
-		f := &fs.f
-		if f.Method != "" && f.Method != method {
-			continue
-		}
-		if fs.re != nil && !fs.re.MatchString(path) {
-			continue
-		}
-		if f.Operation != "" && f.Operation != op {
-			continue
-		}
-		if f.Action == FaultTaskFail && !op.createsTask(method) {
-			continue
-		}
-		out := *f
-		if fs.remain > 0 {
-			fs.remain--
-			if fs.remain == 0 {
-				s.faults = append(s.faults[:i:i], s.faults[i+1:]...)
-			}
-		}
-		return &out
-	}
-	return nil
+// use of it.
+func (s *Server) takeFault(method, path string, op Operation) (Fault, bool) {
+	return s.faults.Take(method, path, func(f Fault) bool {
+		return (f.Operation == "" || f.Operation == op) && (f.Action != FaultTaskFail || op.createsTask(method))
+	})
 }

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // VM is a deep-copied snapshot of one simulated VM, for tests to assert on.
@@ -231,8 +233,8 @@ func (s *Server) defaultVMConfig(vmid int, name string, template bool) map[strin
 		"ostype":  "l26",
 		"scsi0":   disk,
 		"scsihw":  "virtio-scsi-single",
-		"smbios1": "uuid=" + randomUUID(),
-		"vmgenid": randomUUID(),
+		"smbios1": "uuid=" + simkit.RandomUUID(),
+		"vmgenid": simkit.RandomUUID(),
 		"meta":    fmt.Sprintf("creation-qemu=8.1.5,ctime=%d", time.Now().Unix()),
 	}
 	if template {

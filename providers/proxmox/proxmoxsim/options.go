@@ -1,11 +1,10 @@
 package proxmoxsim
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"fmt"
 	"log"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // Node describes one simulated cluster node, so tests can shape the cluster
@@ -149,17 +148,6 @@ const (
 	gib            = uint64(1) << 30
 )
 
-func randomUUID() string {
-	var b [16]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		panic(fmt.Sprintf("proxmoxsim: reading random bytes: %v", err))
-	}
-	b[6] = b[6]&0x0f | 0x40
-	b[8] = b[8]&0x3f | 0x80
-	h := hex.EncodeToString(b[:])
-	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:32]
-}
-
 // withDefaults returns a copy of o with every unset field filled in.
 func (o Options) withDefaults() Options {
 	if len(o.Nodes) == 0 {
@@ -214,13 +202,13 @@ func (o Options) withDefaults() Options {
 		o.APITokenID = defaultTokenID
 	}
 	if o.APITokenSecret == "" {
-		o.APITokenSecret = randomUUID()
+		o.APITokenSecret = simkit.RandomUUID()
 	}
 	if o.Username == "" {
 		o.Username = defaultUser
 	}
 	if o.Password == "" {
-		o.Password = randomUUID()
+		o.Password = simkit.RandomUUID()
 	}
 	if o.TicketLifetime <= 0 {
 		o.TicketLifetime = 2 * time.Hour

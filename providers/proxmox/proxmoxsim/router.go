@@ -11,6 +11,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // reqCtx carries one request through the pipeline.
@@ -137,15 +139,11 @@ func matchSegs(pattern, segs []string) (map[string]string, bool) {
 // ServeHTTP answers one API request: faults first, then the API latency,
 // authentication, the node's reachability and finally the operation.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
+	if !s.kit.Enter() {
 		s.fail(w, r, errf(http.StatusServiceUnavailable, "server closed"))
 		return
 	}
-	s.handlerWG.Add(1)
-	s.mu.Unlock()
-	defer s.handlerWG.Done()
+	defer s.kit.Leave()
 
 	if !strings.HasPrefix(r.URL.Path, apiPrefix+"/") && r.URL.Path != apiPrefix {
 		s.fail(w, r, errf(http.StatusNotFound, "Not found"))
@@ -164,63 +162,15 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.opCounts[op]++
 	s.reqCounts[r.Method+" "+rel]++
-	fault := s.takeFault(r.Method, rel, op)
 	apiLatency := s.lat.API
 	s.mu.Unlock()
 
 	rc := &reqCtx{r: r, method: r.Method, path: rel, op: op, vars: vars}
-	if fault != nil {
-		switch fault.Action {
-		case FaultHTTPError:
-			e := &apiError{status: fault.Status, msg: fault.Message}
-			if e.status == 0 {
-				e.status = http.StatusInternalServerError
-			}
-			if e.msg == "" {
-				e.msg = http.StatusText(e.status)
-			}
-			switch e.status {
-			case 400, 401, 403, 500, 501:
-			default:
-				e.noBody = true
-			}
-			if fault.Body != "" {
-				b := fault.Body
-				e.rawBody = &b
-			}
-			s.fail(w, r, e)
-			return
-		case FaultLockError:
-			msg := fault.Message
-			if msg == "" {
-				msg = "VM is locked (clone)"
-			}
-			s.fail(w, r, failf("%s", msg))
-			return
-		case FaultDrop:
-			dropConnection(w)
-			return
-		case FaultHang:
-			select {
-			case <-r.Context().Done():
-			case <-s.closing:
-			}
-			dropConnection(w)
-			return
-		case FaultDelay:
-			if !s.sleep(r.Context(), fault.Delay) {
-				dropConnection(w)
-				return
-			}
-		case FaultTaskFail:
-			rc.taskFault = fault.Message
-			if rc.taskFault == "" {
-				rc.taskFault = "injected task failure"
-			}
-		}
+	if fault, ok := s.takeFault(r.Method, rel, op); ok && !s.applyFault(w, rc, fault) {
+		return
 	}
-	if !s.sleep(r.Context(), apiLatency) {
-		dropConnection(w)
+	if !s.kit.Sleep(r.Context(), apiLatency) {
+		simkit.DropConnection(w)
 		return
 	}
 	if rt == nil {
@@ -261,6 +211,53 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeData(w, data)
+}
+
+// applyFault acts out an injected fault; it reports whether the request is
+// still to be served (after a delay, or with a task fault armed).
+func (s *Server) applyFault(w http.ResponseWriter, rc *reqCtx, fault Fault) bool {
+	r := rc.r
+	switch fault.Action {
+	case FaultHTTPError:
+		e := &apiError{}
+		e.status, e.msg = simkit.DefaultError(fault.Status, fault.Message)
+		switch e.status {
+		case 400, 401, 403, 500, 501:
+		default:
+			e.noBody = true
+		}
+		if fault.Body != "" {
+			b := fault.Body
+			e.rawBody = &b
+		}
+		s.fail(w, r, e)
+		return false
+	case FaultLockError:
+		msg := fault.Message
+		if msg == "" {
+			msg = "VM is locked (clone)"
+		}
+		s.fail(w, r, failf("%s", msg))
+		return false
+	case FaultDrop:
+		simkit.DropConnection(w)
+		return false
+	case FaultHang:
+		s.kit.Hang(r.Context())
+		simkit.DropConnection(w)
+		return false
+	case FaultDelay:
+		if !s.kit.Sleep(r.Context(), fault.Delay) {
+			simkit.DropConnection(w)
+			return false
+		}
+	case FaultTaskFail:
+		rc.taskFault = fault.Message
+		if rc.taskFault == "" {
+			rc.taskFault = "injected task failure"
+		}
+	}
+	return true
 }
 
 // fail answers with e after draining a small unread request body, so that

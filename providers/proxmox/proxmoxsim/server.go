@@ -2,7 +2,6 @@ package proxmoxsim
 
 import (
 	"bufio"
-	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,10 +10,7 @@ import (
 	"crypto/x509/pkix"
 	"encoding/json"
 	"encoding/pem"
-	"errors"
 	"fmt"
-	"io"
-	"log"
 	"math/big"
 	"net"
 	"net/http"
@@ -22,6 +18,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
 
 // apiPrefix is where the Proxmox JSON API lives.
@@ -32,10 +30,12 @@ const apiPrefix = "/api2/json"
 type Server struct {
 	opts Options
 
-	mu      sync.Mutex
-	closed  bool
-	closing chan struct{}
-	lat     Latencies
+	// kit runs the server's lifetime: listener, timers, delays, Close.
+	kit    *simkit.Base
+	faults *simkit.Faults[Fault]
+
+	mu  sync.Mutex
+	lat Latencies
 
 	nodes     map[string]*nodeState
 	nodeOrder []string
@@ -43,7 +43,6 @@ type Server struct {
 	vms       map[int]*vmState
 	tasks     map[string]*taskState
 	taskOrder []string
-	faults    []*faultState
 
 	tokenID, tokenSecret string
 	users                map[string]string
@@ -59,17 +58,8 @@ type Server struct {
 	ipCounter int
 	macSeq    uint32
 
-	timers    map[uint64]*time.Timer
-	nextTimer uint64
-	timerWG   sync.WaitGroup
-	handlerWG sync.WaitGroup
-
-	// network side, set by Start/StartOn
-	httpSrv   *http.Server
-	listener  net.Listener
-	serveDone chan struct{}
-	baseURL   string
-	caPEM     []byte
+	// caPEM is the CA that signed the TLS certificate, set by StartOn.
+	caPEM []byte
 }
 
 // New builds a simulated cluster from opts (see Options for the defaults).
@@ -78,7 +68,7 @@ func New(opts Options) *Server {
 	o := opts.withDefaults()
 	s := &Server{
 		opts:         o,
-		closing:      make(chan struct{}),
+		faults:       simkit.NewFaults[Fault]("proxmoxsim"),
 		lat:          o.Latencies,
 		nodes:        map[string]*nodeState{},
 		stores:       map[string]*storageInst{},
@@ -93,8 +83,8 @@ func New(opts Options) *Server {
 		storageLocks: map[string]int{},
 		nextPID:      10000,
 		pstart:       1000000,
-		timers:       map[uint64]*time.Timer{},
 	}
+	s.kit = simkit.New(simkit.Options{Name: "proxmoxsim", ErrorLog: o.ErrorLog}, &s.mu)
 	now := time.Now()
 	for i, n := range o.Nodes {
 		s.nodes[n.Name] = &nodeState{cfg: n, online: !n.Offline, id: i + 1, since: now, ip: fmt.Sprintf("192.0.2.%d", 11+i)}
@@ -124,17 +114,6 @@ func (s *Server) Start() error {
 // StartOn serves the API over TLS on addr (host:port); the certificate is
 // valid for 127.0.0.1, ::1, localhost and addr's host.
 func (s *Server) StartOn(addr string) error {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return errors.New("proxmoxsim: server is closed")
-	}
-	if s.httpSrv != nil {
-		s.mu.Unlock()
-		return errors.New("proxmoxsim: server already started")
-	}
-	s.mu.Unlock()
-
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return fmt.Errorf("proxmoxsim: bad address %q: %w", addr, err)
@@ -143,52 +122,18 @@ func (s *Server) StartOn(addr string) error {
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return fmt.Errorf("proxmoxsim: listen on %s: %w", addr, err)
-	}
 	tlsCfg := &tls.Config{
 		Certificates: []tls.Certificate{cert},
 		MinVersion:   tls.VersionTLS12,
 		NextProtos:   []string{"http/1.1"}, // pveproxy speaks HTTP/1.1 only
 	}
-	srv := &http.Server{
-		Handler:           s,
-		ReadHeaderTimeout: 30 * time.Second,
-		// A non-nil empty map disables HTTP/2, as in pveproxy; it also keeps
-		// connections hijackable for status lines and dropped connections.
-		TLSNextProto: map[string]func(*http.Server, *tls.Conn, http.Handler){},
-		ErrorLog:     s.opts.ErrorLog,
-	}
-	if srv.ErrorLog == nil {
-		srv.ErrorLog = log.New(io.Discard, "", 0)
-	}
-	tln := tls.NewListener(ln, tlsCfg)
-
-	urlHost := ln.Addr().String()
-	if host == "" || host == "0.0.0.0" || host == "::" {
-		_, port, _ := net.SplitHostPort(urlHost)
-		urlHost = net.JoinHostPort("127.0.0.1", port)
-	}
-
+	// Holding s.mu while the kit starts makes the URL and its CA appear together.
 	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		_ = ln.Close()
-		return errors.New("proxmoxsim: server is closed")
+	defer s.mu.Unlock()
+	if err := s.kit.Serve(addr, s, simkit.ServeConfig{TLS: tlsCfg, Path: apiPrefix}); err != nil {
+		return err
 	}
-	s.httpSrv = srv
-	s.listener = ln
 	s.caPEM = caPEM
-	s.baseURL = "https://" + urlHost + apiPrefix
-	s.serveDone = make(chan struct{})
-	done := s.serveDone
-	s.mu.Unlock()
-
-	go func() {
-		defer close(done)
-		_ = srv.Serve(tln)
-	}()
 	return nil
 }
 
@@ -197,7 +142,7 @@ func (s *Server) StartOn(addr string) error {
 func (s *Server) URL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.baseURL
+	return s.kit.URL()
 }
 
 // CACertPEM is the PEM-encoded CA certificate that signed the server's TLS
@@ -217,75 +162,7 @@ func (s *Server) Handler() http.Handler { return s }
 // Close stops listening, ends hung requests, stops every pending timer and
 // waits until no goroutine of the simulator is left. It is safe to call more
 // than once.
-func (s *Server) Close() {
-	s.mu.Lock()
-	if s.closed {
-		s.mu.Unlock()
-		return
-	}
-	s.closed = true
-	close(s.closing)
-	for id, t := range s.timers {
-		if t.Stop() {
-			s.timerWG.Done()
-		}
-		delete(s.timers, id)
-	}
-	srv, done := s.httpSrv, s.serveDone
-	s.mu.Unlock()
-
-	if srv != nil {
-		_ = srv.Close()
-		<-done
-	}
-	s.handlerWG.Wait()
-	s.timerWG.Wait()
-}
-
-// schedule runs fn with s.mu held after d, unless the server closes first.
-// The caller must hold s.mu.
-func (s *Server) schedule(d time.Duration, fn func()) {
-	if s.closed {
-		return
-	}
-	if d < 0 {
-		d = 0
-	}
-	s.nextTimer++
-	id := s.nextTimer
-	s.timerWG.Add(1)
-	s.timers[id] = time.AfterFunc(d, func() {
-		defer s.timerWG.Done()
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		if _, ok := s.timers[id]; !ok {
-			return // stopped by Close
-		}
-		delete(s.timers, id)
-		if s.closed {
-			return
-		}
-		fn()
-	})
-}
-
-// sleep waits for d unless the request's client gives up or the server
-// closes; it reports whether the full delay passed.
-func (s *Server) sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return true
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	case <-s.closing:
-		return false
-	}
-}
+func (s *Server) Close() { s.kit.Close() }
 
 // ---------------------------------------------------------------------------
 // responses
@@ -399,17 +276,6 @@ func sanitizeReason(msg string) string {
 		msg = msg[:1024]
 	}
 	return msg
-}
-
-// dropConnection closes the client connection without any answer.
-func dropConnection(w http.ResponseWriter) {
-	if hj, ok := w.(http.Hijacker); ok {
-		if conn, _, err := hj.Hijack(); err == nil {
-			_ = conn.Close()
-			return
-		}
-	}
-	panic(http.ErrAbortHandler)
 }
 
 // ---------------------------------------------------------------------------

@@ -136,7 +136,7 @@ func (t *taskState) logf(format string, args ...any) {
 // status an injected fault forces ("" if none) and returns the task's error
 // text ("" for OK). work runs with s.mu held. The caller must hold s.mu.
 func (s *Server) runTask(t *taskState, d time.Duration, injected string, work func(injected string) string) {
-	s.schedule(d, func() {
+	s.kit.After(d, func() {
 		t.finish(work(injected))
 	})
 }
