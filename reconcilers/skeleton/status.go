@@ -93,6 +93,10 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 	} else {
 		obj.SetObservedGeneration(p.before.GetObservedGeneration())
 	}
+	// The check sees the status as this reconcile concluded it: the patch
+	// response may carry a newer generation, written by someone else since
+	// the read, which the next reconcile is for.
+	concluded := obj.DeepCopyObject().(Object)
 	if perr := conditions.PatchStatus(ctx, p.client, p.before, obj); perr != nil {
 		if IsConflict(perr) {
 			return ctrl.Result{RequeueAfter: ConflictRequeue}, nil
@@ -101,7 +105,7 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 			return result, fmt.Errorf("writing status: %w", perr)
 		}
 	}
-	notify(obj, err)
+	notify(concluded, err)
 	if terminal {
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
