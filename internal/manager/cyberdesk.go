@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,9 @@ type CyberdeskOptions struct {
 	// Supabase URL and key; empty turns the status export off.
 	SupabaseSecret  string
 	SupabaseTimeout time.Duration
+	// Clock drives the desks' timeoutMs; nil is the real clock. Tests set
+	// a fake and step it past an expiry instead of waiting it out.
+	Clock clock.Clock
 }
 
 func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
@@ -71,7 +75,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options) error {
 		TemplateKey:       c.TemplateKey,
 		Recorder:          mgr.GetEventRecorder("cyberdesk"),
 		ObserveInterval:   o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
-		WatchVirtualMachines: served,
+		WatchVirtualMachines: served, Clock: c.Clock,
 	}
 	if c.SupabaseSecret != "" {
 		exporter := &supabase.Exporter{

@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +36,10 @@ import (
 )
 
 const operatorNamespace = "hyperfleet-system"
+
+// fakeClock is the operator's clock: a test steps it past a desk's expiry
+// instead of waiting its timeoutMs out.
+var fakeClock = clocktesting.NewFakeClock(time.Now())
 
 var (
 	sim      *kubevirtsim.Simulator
@@ -90,6 +95,7 @@ func TestMain(m *testing.M) {
 			Cyberdesk: manager.CyberdeskOptions{
 				TemplateConfigMap: "cyberdesk-vm-template", ManagedBy: "cyberdesk-operator",
 				SupabaseSecret: "supabase", SupabaseTimeout: 5 * time.Second,
+				Clock: fakeClock,
 			},
 		}
 		if err := startManager(); err != nil {
