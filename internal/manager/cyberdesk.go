@@ -48,6 +48,12 @@ func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SupabaseTimeout, "cyberdesk-supabase-timeout", 30*time.Second, "HTTP timeout of one Supabase request.")
 }
 
+// SetupCyberdesk registers the Cyberdesk reconciler alone on mgr, wired as
+// New wires it among the others: for the Cyberdesk suite, which tests the
+// desks (template, Supabase export, restarts) without every other kind's
+// reconciler running beside them.
+func SetupCyberdesk(mgr ctrl.Manager, o Options) error { return setupCyberdesk(mgr, o) }
+
 // setupCyberdesk registers the Cyberdesk reconciler, on the operator's own
 // cluster's KubeVirt, and the Supabase exporter when configured.
 func setupCyberdesk(mgr ctrl.Manager, o Options) error {
