@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +35,9 @@ type CyberdeskOptions struct {
 	// Supabase URL and key; empty turns the status export off.
 	SupabaseSecret  string
 	SupabaseTimeout time.Duration
+	// Clock drives the desks' timeoutMs; nil is the real clock. Tests set
+	// a fake and step it past an expiry instead of waiting it out.
+	Clock clock.Clock
 }
 
 func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
@@ -43,6 +47,12 @@ func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.SupabaseSecret, "cyberdesk-supabase-secret", "", "Secret in the operator's namespace with keys url and key (or SUPABASE_URL and SUPABASE_KEY); when set, every desk's status is upserted into Supabase's cyberdesk_instances table.")
 	fs.DurationVar(&o.SupabaseTimeout, "cyberdesk-supabase-timeout", 30*time.Second, "HTTP timeout of one Supabase request.")
 }
+
+// SetupCyberdesk registers the Cyberdesk reconciler alone on mgr, wired as
+// New wires it among the others: for the Cyberdesk suite, which tests the
+// desks (template, Supabase export, restarts) without every other kind's
+// reconciler running beside them.
+func SetupCyberdesk(mgr ctrl.Manager, o Options) error { return setupCyberdesk(mgr, o) }
 
 // setupCyberdesk registers the Cyberdesk reconciler, on the operator's own
 // cluster's KubeVirt, and the Supabase exporter when configured.
@@ -71,7 +81,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options) error {
 		TemplateKey:       c.TemplateKey,
 		Recorder:          mgr.GetEventRecorder("cyberdesk"),
 		ObserveInterval:   o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
-		WatchVirtualMachines: served,
+		WatchVirtualMachines: served, Clock: c.Clock,
 	}
 	if c.SupabaseSecret != "" {
 		exporter := &supabase.Exporter{

@@ -13,13 +13,13 @@ package cyberdesk
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -37,6 +37,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/providers/supabase"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Finalizer keeps a desk until its VM and cloud-init Secret are deleted.
@@ -151,11 +153,52 @@ func deskOf(_ context.Context, o client.Object) []reconcile.Request {
 	return nil
 }
 
-// scope carries one reconcile's state between phases and into the status.
+// scope carries one reconcile's observations and decisions from the
+// phases to computeStatus.
 type scope struct {
-	desk    *cyberdeskv1alpha1.Cyberdesk
-	outcome outcome
-	now     time.Time
+	desk *cyberdeskv1alpha1.Cyberdesk
+	now  time.Time
+
+	// machine is the VM as observed or created (nil: not seen).
+	machine *providers.Machine
+	// vmMissing: the VM does not exist and never ran, so it is made.
+	vmMissing bool
+	// started and expiry: when the VM first ran, and when its timeoutMs
+	// runs out.
+	started, expiry *metav1.Time
+	// blocked: a provider failure, or a VM name taken, stopped the desk.
+	blocked *blocker
+	// retire names why the VM is being removed (a Ready reason).
+	retire string
+	// deleteErr is why the VM's deletion has not gone through.
+	deleteErr error
+	// ended: the VM is gone, and the desk has ended.
+	ended *ending
+	// released: the finalizer is off; the desk may be gone.
+	released bool
+}
+
+// blocker is what stopped a desk short, as the Ready condition says it.
+type blocker struct {
+	state           conditions.State
+	reason, message string
+	// phase is the phase the desk shows meanwhile ("": the one it had).
+	phase cyberdeskv1alpha1.CyberdeskPhase
+}
+
+// ending is how a desk's VM went away.
+type ending struct {
+	// reason is a Ready reason (TimedOut, GuestShutdown, VMFailed, VMDeletedOutside).
+	reason string
+	// what happened to the VM.
+	what string
+}
+
+// phases are the steps of a live desk, in order. Every step starts from
+// what exists (the VM, its instance) and what status records, so a
+// duplicate event or a restart repeats nothing.
+func (r *Reconciler) phases() []skeleton.Phase[*scope] {
+	return []skeleton.Phase[*scope]{r.observeVM, r.createVM, r.followVM, r.retireVM}
 }
 
 // Reconcile drives one desk.
@@ -179,20 +222,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !desk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(desk, Finalizer) {
 		r.forgetCounts(string(desk.UID))
 	}
-	before := desk.DeepCopy()
 	s := &scope{desk: desk, now: started}
+	patch := skeleton.NewStatusPatch(r.Client, desk)
 	defer func() {
-		r.setStatus(s)
-		r.recordTransition(before, desk, s)
-		if s.outcome.skipStatus {
+		conflict := skeleton.IsConflict(retErr)
+		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
+		if conflict || s.released {
 			return
 		}
-		if err := patchStatus(ctx, r.Client, before, desk); err != nil {
-			if retErr == nil {
-				retErr = err
-			}
-			return
-		}
+		before := patch.Before().(*cyberdeskv1alpha1.Cyberdesk)
+		r.recordEvents(before, desk)
 		r.written.Store(req.NamespacedName, desk.ResourceVersion)
 		if r.Exporter != nil && !statusEqual(before, desk) {
 			r.Exporter.Enqueue(row(desk, s.now))
@@ -200,31 +239,29 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}()
 
 	if !desk.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, s)
+		return r.finalize(ctx, s, patch)
 	}
 	if !controllerutil.ContainsFinalizer(desk, Finalizer) {
-		patch := client.MergeFrom(desk.DeepCopy())
+		fpatch := client.MergeFrom(desk.DeepCopy())
 		controllerutil.AddFinalizer(desk, Finalizer)
-		if err := r.Client.Patch(ctx, desk, patch); err != nil {
+		if err := r.Client.Patch(ctx, desk, fpatch); err != nil {
 			return ctrl.Result{}, err
 		}
-		before.Finalizers = desk.Finalizers
-		before.ResourceVersion = desk.ResourceVersion
+		patch.Rebase()
 	}
-	return r.reconcilePhases(ctx, s)
+	return skeleton.RunPhases(ctx, s, r.phases()...)
 }
 
 // finalize deletes the VM and its Secret, then releases the desk; past the
 // deadline it releases it anyway with a Warning event, so an unreachable
 // cluster cannot pin a deleted desk forever.
-func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, s *scope, patch *skeleton.StatusPatch) (ctrl.Result, error) {
 	d := s.desk
 	if !controllerutil.ContainsFinalizer(d, Finalizer) {
-		s.outcome.skipStatus = true
+		s.released = true
+		patch.Release()
 		return ctrl.Result{}, nil
 	}
-	s.outcome = outcome{phase: cyberdeskv1alpha1.CyberdeskStopping, state: stateStopping, reason: "Deleting",
-		message: "deleting VM " + vmName(d) + " because the Cyberdesk is being deleted"}
 	t0 := r.Clock.Now()
 	err := r.Provider.Delete(ctx, vmRef(d), owner(d))
 	if errors.Is(err, providers.ErrNotOwned) {
@@ -238,7 +275,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 			if errors.Is(err, providers.ErrInProgress) {
 				return ctrl.Result{RequeueAfter: time.Second}, nil
 			}
-			s.outcome.message = fmt.Sprintf("deleting VM %s failed, retrying: %v", vmName(d), err)
+			s.deleteErr = err
 			return ctrl.Result{RequeueAfter: max(providers.RetryAfter(err), 5*time.Second)}, nil
 		}
 		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
@@ -248,13 +285,14 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error
 		operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))
 	}
-	patch := client.MergeFrom(d.DeepCopy())
+	fpatch := client.MergeFrom(d.DeepCopy())
 	controllerutil.RemoveFinalizer(d, Finalizer)
 	r.forgetCounts(string(d.UID))
-	if err := r.Client.Patch(ctx, d, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := r.Client.Patch(ctx, d, fpatch); err != nil && !apierrors.IsNotFound(err) {
 		return ctrl.Result{}, err
 	}
-	s.outcome.skipStatus = true
+	s.released = true
+	patch.Release()
 	return ctrl.Result{}, nil
 }
 

@@ -17,10 +17,13 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/yaml"
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
@@ -36,6 +39,10 @@ import (
 
 const operatorNamespace = "hyperfleet-system"
 
+// fakeClock is the operator's clock: a test steps it past a desk's expiry
+// instead of waiting its timeoutMs out.
+var fakeClock = clocktesting.NewFakeClock(time.Now())
+
 var (
 	sim      *kubevirtsim.Simulator
 	supa     *postgrest
@@ -46,8 +53,8 @@ var (
 	testLogs = logr.Discard()
 )
 
-// One manager with every reconciler runs for the package, against the
-// real control plane and kubevirtsim playing KubeVirt; a stand-in Supabase
+// One manager with the Cyberdesk reconciler runs for the package, against
+// the real control plane and kubevirtsim playing KubeVirt; a stand-in Supabase
 // receives the status export. Tests run one after another: some edit the
 // shared template ConfigMap or restart the manager.
 func TestMain(m *testing.M) {
@@ -83,13 +90,12 @@ func TestMain(m *testing.M) {
 			return nil, err
 		}
 		mgrOpts = manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
-			ObserveInterval: time.Second, FinalizationTimeout: 30 * time.Second,
-			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
-			SkipControllerNameValidation: true,
+			OperatorNamespace: operatorNamespace,
+			ObserveInterval:   time.Second, FinalizationTimeout: 30 * time.Second,
 			Cyberdesk: manager.CyberdeskOptions{
 				TemplateConfigMap: "cyberdesk-vm-template", ManagedBy: "cyberdesk-operator",
 				SupabaseSecret: "supabase", SupabaseTimeout: 5 * time.Second,
+				Clock: fakeClock,
 			},
 		}
 		if err := startManager(); err != nil {
@@ -107,10 +113,21 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// startManager starts a manager; stopMgr stops it and waits.
+// startManager starts a manager with the Cyberdesk reconciler alone, as
+// the operator wires it; stopMgr stops it and waits.
 func startManager() error {
-	mgr, err := manager.New(testenv.Config(), mgrOpts)
+	skipNameValidation := true
+	mgr, err := ctrl.NewManager(testenv.Config(), ctrl.Options{
+		Scheme:                 testenv.Scheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		// A restart registers the controller again in this process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: &skipNameValidation},
+	})
 	if err != nil {
+		return err
+	}
+	if err := manager.SetupCyberdesk(mgr, mgrOpts); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithCancel(rootCtx)

@@ -1,17 +1,14 @@
 package executor
 
 import (
-	"strings"
 	"testing"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 )
 
 func testExecutor() *hourglassv1alpha1.HourglassExecutor {
@@ -122,45 +119,5 @@ func TestKeysMountMustNotOverlapTheConfig(t *testing.T) {
 		if err := validate(e); (err == nil) != ok {
 			t.Errorf("mountPath %s: err = %v, want ok=%v", path, err, ok)
 		}
-	}
-}
-
-func TestEvaluate(t *testing.T) {
-	found, missing := true, false
-	dep := func(gen, observed int64, replicas, updated, available int32, conds ...appsv1.DeploymentCondition) *appsv1.Deployment {
-		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "avs-executor", Generation: gen}}
-		d.Spec.Replicas = &replicas
-		d.Status = appsv1.DeploymentStatus{ObservedGeneration: observed, Replicas: replicas, UpdatedReplicas: updated,
-			ReadyReplicas: available, AvailableReplicas: available, Conditions: conds}
-		return d
-	}
-	for _, tc := range []struct {
-		name   string
-		d      *appsv1.Deployment
-		keys   *bool
-		state  conditions.State
-		reason string
-		want   string
-	}{
-		{"available", dep(2, 2, 2, 2, 2), &found, conditions.Ready, ReasonAvailable, "2 of 2 executors available"},
-		{"not yet observed", dep(3, 2, 2, 2, 2), &found, conditions.Progressing, ReasonRollingOut, "rolling out"},
-		{"rolling", dep(2, 2, 2, 1, 2), &found, conditions.Progressing, ReasonRollingOut, "1 of 2 Pods updated"},
-		{"keys missing", dep(2, 2, 2, 2, 0), &missing, conditions.Waiting, meta.SecretNotFoundReason, "Secret keys (spec.operatorKeys.secretRef) not found in namespace avs: create it"},
-		{"deadline", dep(2, 2, 1, 0, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentProgressing, Status: corev1.ConditionFalse,
-			Reason: "ProgressDeadlineExceeded", Message: `ReplicaSet "avs-executor-5d" has timed out progressing.`}),
-			&found, conditions.Stalled, ReasonRolloutStalled, "timed out progressing"},
-		{"replica failure", dep(2, 2, 1, 0, 0, appsv1.DeploymentCondition{Type: appsv1.DeploymentReplicaFailure, Status: corev1.ConditionTrue,
-			Reason: "FailedCreate", Message: `pods "avs-executor-5d-" is forbidden: error looking up service account avs/executor: serviceaccount "executor" not found`}),
-			&found, conditions.Waiting, ReasonReplicaFailure, "serviceaccount \"executor\" not found"},
-		{"scaled to zero", dep(2, 2, 0, 0, 0), &found, conditions.Ready, ReasonAvailable, "scaled to zero"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			e := testExecutor()
-			e.Namespace = "avs"
-			o := evaluate(&scope{exec: e, deployment: tc.d, keysFound: tc.keys, configHash: "abc"})
-			if o.state != tc.state || o.reason != tc.reason || !strings.Contains(o.message, tc.want) {
-				t.Errorf("got %v/%s %q; want %v/%s containing %q", o.state, o.reason, o.message, tc.state, tc.reason, tc.want)
-			}
-		})
 	}
 }

@@ -11,7 +11,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -23,8 +22,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Reconciler reconciles HourglassExecutors.
@@ -98,15 +97,23 @@ func (r *Reconciler) executorsInNamespace(ctx context.Context, o client.Object) 
 	return reqs
 }
 
-// scope carries one reconcile's observations into the status.
+// scope carries one reconcile's observations from the phases to
+// computeStatus.
 type scope struct {
-	exec       *hourglassv1alpha1.HourglassExecutor
+	exec *hourglassv1alpha1.HourglassExecutor
+	// config is the rendered configuration, configHash its name.
+	config     string
 	configHash string
+	// deployment is the Deployment as the apply returned it (nil: not
+	// applied this reconcile).
 	deployment *appsv1.Deployment
 	// keysFound: the keys Secret exists (nil: not looked at).
 	keysFound *bool
-	outcome   outcome
-	requeue   time.Duration
+}
+
+// phases are the steps of a reconcile, in order.
+func (r *Reconciler) phases() []skeleton.Phase[*scope] {
+	return []skeleton.Phase[*scope]{r.validateSpec, r.renderConfig, r.applyConfigMap, r.applyDeployment, r.findKeysSecret}
 }
 
 // Reconcile drives one executor.
@@ -115,28 +122,19 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, e); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := e.DeepCopy()
 	s := &scope{exec: e}
+	patch := skeleton.NewStatusPatch(r.Client, e)
 	defer func() {
-		if retErr != nil && apierrors.IsConflict(retErr) {
-			retErr, result = nil, ctrl.Result{RequeueAfter: time.Second}
-			return
-		}
-		if retErr != nil {
-			s.outcome = retrying(retErr)
-		}
-		r.setStatus(s)
-		r.recordTransition(before, e, s)
-		if err := conditions.PatchStatus(ctx, r.Client, before, e); err != nil && retErr == nil {
-			retErr = err
+		conflict := skeleton.IsConflict(retErr)
+		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
+		if !conflict {
+			r.recordEvents(patch.Before().(*hourglassv1alpha1.HourglassExecutor), e)
 		}
 	}()
 	if !e.DeletionTimestamp.IsZero() {
-		s.outcome = deleting()
+		// Owner references hand the Deployment and ConfigMap to the
+		// garbage collector: nothing to do but say so.
 		return ctrl.Result{}, nil
 	}
-	if err := r.reconcileExecutor(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: s.requeue}, nil
+	return skeleton.RunPhases(ctx, s, r.phases()...)
 }

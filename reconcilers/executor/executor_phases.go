@@ -18,6 +18,7 @@ import (
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/serverside"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // conflictError: an object of ours by name exists but belongs to someone else.
@@ -25,57 +26,75 @@ type conflictError struct{ message string }
 
 func (e *conflictError) Error() string { return e.message }
 
-// reconcileExecutor renders the configuration, applies the ConfigMap and the
-// Deployment, and looks for the keys Secret.
-func (r *Reconciler) reconcileExecutor(ctx context.Context, s *scope) error {
-	e := s.exec
-	if err := validate(e); err != nil {
-		s.outcome = stalled(meta.InvalidSpecReason, err.Error())
-		return nil
+// validateSpec refuses a spec no retry can fix: the executor is Stalled
+// until it is edited, and that edit triggers a reconcile by itself.
+func (r *Reconciler) validateSpec(_ context.Context, s *scope) (skeleton.Result, error) {
+	if err := validate(s.exec); err != nil {
+		return skeleton.Stop(), skeleton.Stalled(meta.InvalidSpecReason, err.Error())
 	}
+	return skeleton.Continue(), nil
+}
+
+// renderConfig renders the configuration from the selected performers.
+func (r *Reconciler) renderConfig(ctx context.Context, s *scope) (skeleton.Result, error) {
+	e := s.exec
 	performers, err := r.selectedPerformers(ctx, e)
 	if err != nil {
 		var se *selectorError
 		if errors.As(err, &se) {
-			s.outcome = stalled(meta.InvalidSpecReason, se.Error())
-			return nil
+			return skeleton.Stop(), skeleton.Stalled(meta.InvalidSpecReason, se.Error())
 		}
-		return err
+		return skeleton.Stop(), err
 	}
 	config, err := renderConfig(e, performers, r.ClusterDomain)
 	if err != nil {
-		return err
+		return skeleton.Stop(), err
 	}
-	s.configHash = configHash(config)
+	s.config, s.configHash = config, configHash(config)
+	return skeleton.Continue(), nil
+}
 
-	var conflict *conflictError
-	if err := r.ensureOwned(ctx, e, desiredConfigMap(e, config), &corev1.ConfigMap{}); err != nil {
-		if errors.As(err, &conflict) {
-			s.outcome = stalled(ReasonConflict, conflict.message)
-			return nil
-		}
-		return fmt.Errorf("applying ConfigMap %s: %w", ConfigMapName(e), err)
+// applyConfigMap applies the configuration's ConfigMap.
+func (r *Reconciler) applyConfigMap(ctx context.Context, s *scope) (skeleton.Result, error) {
+	if err := r.ensureOwned(ctx, s.exec, desiredConfigMap(s.exec, s.config), &corev1.ConfigMap{}); err != nil {
+		return skeleton.Stop(), ownedError(err, "applying ConfigMap "+ConfigMapName(s.exec))
 	}
-	dep := desiredDeployment(e, s.configHash)
-	if err := r.ensureOwned(ctx, e, dep, &appsv1.Deployment{}); err != nil {
-		if errors.As(err, &conflict) {
-			s.outcome = stalled(ReasonConflict, conflict.message)
-			return nil
-		}
-		return fmt.Errorf("applying Deployment %s: %w", DeploymentName(e), err)
+	return skeleton.Continue(), nil
+}
+
+// applyDeployment applies the Deployment, whose Pod template carries the
+// configuration's hash so a new configuration rolls it.
+func (r *Reconciler) applyDeployment(ctx context.Context, s *scope) (skeleton.Result, error) {
+	dep := desiredDeployment(s.exec, s.configHash)
+	if err := r.ensureOwned(ctx, s.exec, dep, &appsv1.Deployment{}); err != nil {
+		return skeleton.Stop(), ownedError(err, "applying Deployment "+DeploymentName(s.exec))
 	}
 	s.deployment = dep
+	return skeleton.Continue(), nil
+}
 
-	found, err := r.keysSecretExists(ctx, e)
+// ownedError makes a name taken by someone else's object Stalled: only a
+// person can delete or rename it, and its deletion triggers no reconcile.
+func ownedError(err error, doing string) error {
+	var conflict *conflictError
+	if errors.As(err, &conflict) {
+		return skeleton.Stalled(ReasonConflict, conflict.message)
+	}
+	return fmt.Errorf("%s: %w", doing, err)
+}
+
+// findKeysSecret looks for the keys Secret, and looks again on a schedule
+// while it is missing: the operator watches no Secrets there.
+func (r *Reconciler) findKeysSecret(ctx context.Context, s *scope) (skeleton.Result, error) {
+	found, err := r.keysSecretExists(ctx, s.exec)
 	if err != nil {
-		return err
+		return skeleton.Stop(), err
 	}
 	s.keysFound = &found
 	if !found {
-		s.requeue = r.secretRetry(e)
+		return skeleton.Requeue(r.secretRetry(s.exec)), nil
 	}
-	s.outcome = evaluate(s)
-	return nil
+	return skeleton.Continue(), nil
 }
 
 type selectorError struct{ err error }

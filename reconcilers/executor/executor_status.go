@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"errors"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -10,6 +11,7 @@ import (
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Ready condition reasons of HourglassExecutors.
@@ -25,34 +27,37 @@ const (
 	EventConfigChanged = "ConfigChanged"
 )
 
-type outcome struct {
-	state   conditions.State
-	reason  string
-	message string
-	// keepObservedGeneration: the reconcile failed part-way.
-	keepObservedGeneration bool
+// computeStatus sets the status fields from what the phases observed and
+// returns the summary the Ready, Reconciling and Stalled conditions show.
+// It is pure: the same observations give the same status.
+func computeStatus(s *scope, err error) conditions.Summary {
+	e := s.exec
+	if d := s.deployment; d != nil {
+		st := &e.Status
+		st.Replicas, st.ReadyReplicas, st.AvailableReplicas = d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas
+		st.ConfigHash = d.Spec.Template.Annotations[AnnotationConfigHash]
+		st.ConfigMapName = ConfigMapName(e)
+	}
+	var stalled *skeleton.StalledError
+	switch {
+	case errors.As(err, &stalled):
+		return conditions.Summary{State: conditions.Stalled, Reason: stalled.Reason, Message: stalled.Message}
+	case err != nil:
+		return conditions.Summary{State: conditions.Waiting, Reason: ReasonReconcileError, Message: fmt.Sprintf("retrying: %v", err)}
+	case !e.DeletionTimestamp.IsZero():
+		return conditions.Summary{State: conditions.Progressing, Reason: meta.DeletingReason,
+			Message: "the HourglassExecutor is being deleted; its Deployment and ConfigMap go with it"}
+	}
+	return rolloutSummary(s)
 }
 
-func stalled(reason, message string) outcome {
-	return outcome{state: conditions.Stalled, reason: reason, message: message}
-}
-
-func deleting() outcome {
-	return outcome{state: conditions.Progressing, reason: meta.DeletingReason,
-		message: "the HourglassExecutor is being deleted; its Deployment and ConfigMap go with it"}
-}
-
-func retrying(err error) outcome {
-	return outcome{state: conditions.Waiting, reason: ReasonReconcileError, message: fmt.Sprintf("retrying: %v", err), keepObservedGeneration: true}
-}
-
-// evaluate concludes from the Deployment (as the API server returned it
-// from the apply, so a roll just started is not mistaken for a finished
+// rolloutSummary concludes from the Deployment (as the API server returned
+// it from the apply, so a roll just started is not mistaken for a finished
 // one) and the keys Secret.
-func evaluate(s *scope) outcome {
+func rolloutSummary(s *scope) conditions.Summary {
 	e, d := s.exec, s.deployment
 	if s.keysFound != nil && !*s.keysFound {
-		return outcome{state: conditions.Waiting, reason: meta.SecretNotFoundReason, message: fmt.Sprintf(
+		return conditions.Summary{State: conditions.Waiting, Reason: meta.SecretNotFoundReason, Message: fmt.Sprintf(
 			"Secret %s (spec.operatorKeys.secretRef) not found in namespace %s: create it, normally through an ExternalSecret; the executor Pods start once it exists",
 			e.Spec.OperatorKeys.SecretRef.Name, e.Namespace)}
 	}
@@ -62,26 +67,26 @@ func evaluate(s *scope) outcome {
 	}
 	st := d.Status
 	if st.ObservedGeneration < d.Generation {
-		return outcome{state: conditions.Progressing, reason: ReasonRollingOut, message: fmt.Sprintf(
+		return conditions.Summary{State: conditions.Progressing, Reason: ReasonRollingOut, Message: fmt.Sprintf(
 			"rolling out Deployment %s (configuration %s)", d.Name, s.configHash)}
 	}
 	if c := deploymentCondition(d, appsv1.DeploymentProgressing); c != nil && c.Status == corev1.ConditionFalse && c.Reason == "ProgressDeadlineExceeded" {
-		return stalled(ReasonRolloutStalled, fmt.Sprintf(
+		return conditions.Summary{State: conditions.Stalled, Reason: ReasonRolloutStalled, Message: fmt.Sprintf(
 			"the rollout of Deployment %s stopped making progress (%s): look at its Pods with kubectl describe pods -l %s=%s",
-			d.Name, c.Message, LabelName, e.Name))
+			d.Name, c.Message, LabelName, e.Name)}
 	}
 	if c := deploymentCondition(d, appsv1.DeploymentReplicaFailure); c != nil && c.Status == corev1.ConditionTrue {
-		return outcome{state: conditions.Waiting, reason: ReasonReplicaFailure, message: fmt.Sprintf(
+		return conditions.Summary{State: conditions.Waiting, Reason: ReasonReplicaFailure, Message: fmt.Sprintf(
 			"Deployment %s cannot create its Pods: %s; fix what it names (spec.serviceAccountName, a quota, a policy)", d.Name, c.Message)}
 	}
 	if st.UpdatedReplicas < want || st.AvailableReplicas < want || st.Replicas > want {
-		return outcome{state: conditions.Progressing, reason: ReasonRollingOut, message: fmt.Sprintf(
+		return conditions.Summary{State: conditions.Progressing, Reason: ReasonRollingOut, Message: fmt.Sprintf(
 			"rolling out: %d of %d Pods updated to configuration %s, %d available", st.UpdatedReplicas, want, s.configHash, st.AvailableReplicas)}
 	}
 	if want == 0 {
-		return outcome{state: conditions.Ready, reason: ReasonAvailable, message: "scaled to zero replicas"}
+		return conditions.Summary{State: conditions.Ready, Reason: ReasonAvailable, Message: "scaled to zero replicas"}
 	}
-	return outcome{state: conditions.Ready, reason: ReasonAvailable, message: fmt.Sprintf(
+	return conditions.Summary{State: conditions.Ready, Reason: ReasonAvailable, Message: fmt.Sprintf(
 		"%d of %d executors available with configuration %s", st.AvailableReplicas, want, s.configHash)}
 }
 
@@ -94,43 +99,20 @@ func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType)
 	return nil
 }
 
-// setStatus writes the replica counts, the configuration and the conditions.
-func (r *Reconciler) setStatus(s *scope) {
-	o := s.outcome
-	if o.reason == "" {
-		return
-	}
-	e := s.exec
-	st := &e.Status
-	if d := s.deployment; d != nil {
-		st.Replicas, st.ReadyReplicas, st.AvailableReplicas = d.Status.Replicas, d.Status.ReadyReplicas, d.Status.AvailableReplicas
-		st.ConfigHash = d.Spec.Template.Annotations[AnnotationConfigHash]
-		st.ConfigMapName = ConfigMapName(e)
-	}
-	generation := e.Generation
-	if o.keepObservedGeneration {
-		generation = st.ObservedGeneration
-	} else {
-		st.ObservedGeneration = e.Generation
-	}
-	conditions.Set(e, generation, conditions.Summary{State: o.state, Reason: o.reason, Message: o.message})
-}
-
-// recordTransition emits events on changes only: a new configuration, a
-// first Ready, a new reason to be stuck.
-func (r *Reconciler) recordTransition(before, after *hourglassv1alpha1.HourglassExecutor, s *scope) {
-	if s.outcome.reason == "" {
-		return
-	}
+// recordEvents emits events on changes only, comparing the status as read
+// with the status as written: a new configuration, a first Ready, a new
+// reason to be stuck or a missing keys Secret.
+func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.HourglassExecutor) {
 	if old, cur := before.Status.ConfigHash, after.Status.ConfigHash; old != "" && cur != "" && old != cur {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventConfigChanged, "Rollout",
 			"Configuration changed from %s to %s; rolling Deployment %s", old, cur, DeploymentName(after))
 	}
-	beforeReason, _ := conditions.ReadyMessage(before)
+	reason, msg := conditions.ReadyMessage(after)
 	switch {
-	case s.outcome.state == conditions.Ready && !apimeta.IsStatusConditionTrue(before.Status.Conditions, meta.ReadyCondition):
-		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Ready", "Reconcile", "%s", s.outcome.message)
-	case (s.outcome.state == conditions.Stalled || s.outcome.reason == meta.SecretNotFoundReason) && beforeReason != s.outcome.reason:
-		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, s.outcome.reason, "Reconcile", "%s", s.outcome.message)
+	case apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.ReadyCondition) &&
+		!apimeta.IsStatusConditionTrue(before.Status.Conditions, meta.ReadyCondition):
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Ready", "Reconcile", "%s", msg)
+	case apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition) || reason == meta.SecretNotFoundReason:
+		skeleton.ReasonEvent(r.Recorder, before, after, "Reconcile", true)
 	}
 }

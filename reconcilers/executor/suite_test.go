@@ -15,22 +15,33 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/reconcilers/executor"
 )
 
-// One manager, with every reconciler, runs against the package's control
-// plane. No deployment controller runs: tests write the Deployment's
-// status as it would.
+// A manager with the HourglassExecutor reconciler alone runs against the
+// package's control plane: the executor reads the Performers' specs, never
+// their status, so no Performer reconciler is needed. No deployment
+// controller runs: tests write the Deployment's status as it would.
 func TestMain(m *testing.M) {
 	testenv.MainWith(m, func() (func(), error) {
 		ctrl.SetLogger(logr.Discard())
-		mgr, err := manager.New(testenv.Config(), manager.Options{MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "hyperfleet-system"})
+		mgr, err := ctrl.NewManager(testenv.Config(), ctrl.Options{
+			Scheme:                 testenv.Scheme(),
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
+		})
 		if err != nil {
+			return nil, err
+		}
+		if err := (&executor.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("hourglassexecutor"),
+		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
 		ctx, cancel := context.WithCancel(context.Background())

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -23,7 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // DefaultPendingTimeout is how long a Pod may stay Pending before it is
@@ -96,36 +95,48 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(r)
 }
 
-// scope carries one reconcile's observations between the phases and into
-// the status.
+// scope carries one reconcile's observations from the phases to
+// computeStatus.
 type scope struct {
 	perf *hourglassv1alpha1.Performer
 	now  time.Time
+	// pendingTimeout and clusterDomain are the reconciler's settings the
+	// status reports.
+	pendingTimeout time.Duration
+	clusterDomain  string
 
 	// hash names the desired revision; desired is its Pod.
 	hash    string
 	desired *corev1.Pod
-	// current is the live Pod of the desired revision, if any.
-	current *corev1.Pod
+	// currents are the live Pods of the desired revision as listed;
+	// current is the one kept, if any.
+	currents []*corev1.Pod
+	current  *corev1.Pod
 	// old are live Pods of other revisions.
 	old []*corev1.Pod
 	// serving is the Ready Pod the Service routes to, of any revision.
 	serving *corev1.Pod
+	// keep are the Pods of older revisions the Service still needs.
+	keep map[*corev1.Pod]bool
 	// serviceReady: the Service exists and is ours.
 	serviceReady bool
 
-	outcome outcome
-	// requeueAfter asks to look again (a Pending Pod's deadline).
-	requeueAfter time.Duration
+	// What stopped the roll short, at most one of these:
+	// invalid: the spec (or the placement table) cannot make a Pod;
+	invalid *specError
+	// starting: a Pod of the desired revision exists that the cache does not show yet;
+	starting *corev1.Pod
+	// rejected: the API server refused the Pod;
+	rejected error
+	// serviceConflict: the Service's name is taken by someone else's.
+	serviceConflict *specError
 }
 
-func (s *scope) requeueWithin(d time.Duration) {
-	if d < time.Second {
-		d = time.Second
-	}
-	if s.requeueAfter == 0 || d < s.requeueAfter {
-		s.requeueAfter = d
-	}
+// phases are the steps of the roll, in order: replace what is dead or
+// stuck, make the desired revision's Pod, point the Service at the Ready
+// one, and only then remove what no longer serves.
+func (r *Reconciler) phases() []skeleton.Phase[*scope] {
+	return []skeleton.Phase[*scope]{r.observePods, r.replaceBroken, r.createPod, r.routeService, r.removeOld}
 }
 
 // Reconcile drives one Performer.
@@ -134,33 +145,25 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, perf); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := perf.DeepCopy()
-	s := &scope{perf: perf, now: r.Clock.Now()}
+	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
+	patch := skeleton.NewStatusPatch(r.Client, perf)
 	defer func() {
-		if retErr != nil && (apierrors.IsConflict(retErr) || apierrors.IsAlreadyExists(retErr)) {
-			// The cache is behind our own writes: look again shortly,
-			// without an error in the log or a flapping condition.
-			retErr, result = nil, ctrl.Result{RequeueAfter: time.Second}
-			return
-		}
-		if retErr != nil {
-			s.outcome = retrying(s, retErr)
-		}
-		r.setStatus(s)
-		r.recordTransition(before, perf, s)
-		if err := conditions.PatchStatus(ctx, r.Client, before, perf); err != nil && retErr == nil {
-			retErr = err
+		conflict := skeleton.IsConflict(retErr)
+		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
+		if !conflict {
+			r.recordEvents(patch.Before().(*hourglassv1alpha1.Performer), perf)
 		}
 	}()
 
 	if !perf.DeletionTimestamp.IsZero() {
 		// Owner references hand the Pods and the Service to the garbage
 		// collector; making anything now would only race it.
-		s.outcome = terminating()
 		return ctrl.Result{}, nil
 	}
-	if err := r.reconcilePods(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: s.requeueAfter}, nil
+	return skeleton.RunPhases(ctx, s, r.phases()...)
+}
+
+// requeueWithin asks to look again after d, but not sooner than a second.
+func requeueWithin(d time.Duration) time.Duration {
+	return max(d, time.Second)
 }

@@ -18,6 +18,7 @@ import (
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/reconcilers/serverside"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Event reasons.
@@ -34,80 +35,80 @@ const (
 	recreatePending = "PendingTimeout"
 )
 
-// reconcilePods is the whole roll: replace what is dead or stuck, make the
-// desired revision's Pod, point the Service at the Ready one, and only then
-// remove what no longer serves.
-func (r *Reconciler) reconcilePods(ctx context.Context, s *scope) error {
+// observePods lists the Performer's Pods and renders the desired
+// revision's Pod. A spec that cannot make a Pod stops the roll and leaves
+// whatever runs alone: a Pod of the last good spec keeps serving.
+func (r *Reconciler) observePods(ctx context.Context, s *scope) (skeleton.Result, error) {
 	p := s.perf
 	pods, err := r.ownedPods(ctx, p)
 	if err != nil {
-		return err
+		return skeleton.Stop(), err
 	}
 	desired, hash, err := desiredPod(p, r.Placement)
 	var se *specError
 	if errors.As(err, &se) {
-		// Leave whatever runs alone: a Pod of the last good spec keeps serving.
 		s.old = pods
 		s.serving = pickServing(pods, r.servingHash(ctx, p))
-		s.outcome = invalidSpec(s, se)
-		return nil
+		s.invalid = se
+		return skeleton.Stop(), nil
 	}
 	if err != nil {
-		return err
+		return skeleton.Stop(), err
 	}
 	s.desired, s.hash = desired, hash
-
-	var current []*corev1.Pod
 	for _, pod := range pods {
 		if pod.Labels[LabelTemplateHash] == hash {
-			current = append(current, pod)
+			s.currents = append(s.currents, pod)
 		} else {
 			s.old = append(s.old, pod)
 		}
 	}
-	current, err = r.replaceBroken(ctx, s, current)
-	if err != nil {
-		return err
-	}
-	if err := r.removeTwins(ctx, current); err != nil {
-		return err
-	}
-	if len(current) > 0 {
-		s.current = current[0]
-	} else {
-		created, err := r.createPod(ctx, s)
-		if err != nil || created == nil {
-			return err
-		}
-		s.current = created
-	}
+	return skeleton.Continue(), nil
+}
 
+// createPod makes the desired revision's Pod unless one lives.
+func (r *Reconciler) createPod(ctx context.Context, s *scope) (skeleton.Result, error) {
+	if s.current != nil {
+		return skeleton.Continue(), nil
+	}
+	return r.create(ctx, s)
+}
+
+// routeService points the Service at the Ready Pod: the new revision's once
+// Ready, until then the one it routes to now.
+func (r *Reconciler) routeService(ctx context.Context, s *scope) (skeleton.Result, error) {
+	p := s.perf
 	previousHash := r.servingHash(ctx, p)
-	routeTo, serving, keep := chooseRoute(s.current, s.old, previousHash, hash)
-	s.serving = serving
+	routeTo, serving, keep := chooseRoute(s.current, s.old, previousHash, s.hash)
+	s.serving, s.keep = serving, keep
 	if err := r.ensureService(ctx, s, routeTo); err != nil {
+		var se *specError
 		if errors.As(err, &se) {
-			s.outcome = stalled(phaseFor(s), se.reason, se.message)
-			return nil
+			s.serviceConflict = se
+			return skeleton.Stop(), nil
 		}
-		return err
+		return skeleton.Stop(), err
 	}
 	s.serviceReady = true
-	if previousHash != "" && previousHash != hash && serving == s.current {
+	if previousHash != "" && previousHash != s.hash && serving == s.current {
 		r.Recorder.Eventf(p, s.current, corev1.EventTypeNormal, EventUpgraded, "Upgrade",
 			"Version %s is Ready in Pod %s and the Service now routes to it", p.Spec.Version, s.current.Name)
 	}
-	// Only now, with the Service routed, may what it no longer needs go.
+	return skeleton.Continue(), nil
+}
+
+// removeOld deletes the Pods of older revisions the Service no longer
+// needs; only now, with the Service routed, may they go.
+func (r *Reconciler) removeOld(ctx context.Context, s *scope) (skeleton.Result, error) {
 	for _, pod := range s.old {
-		if keep[pod] {
+		if s.keep[pod] {
 			continue
 		}
 		if err := r.deletePod(ctx, pod); err != nil {
-			return err
+			return skeleton.Stop(), err
 		}
 	}
-	s.outcome = evaluate(s, r.PendingTimeout, r.ClusterDomain)
-	return nil
+	return skeleton.Continue(), nil
 }
 
 // ownedPods are the Performer's Pods that are not terminating, from the
@@ -133,11 +134,12 @@ func listOwned(ctx context.Context, c client.Reader, p *hourglassv1alpha1.Perfor
 }
 
 // replaceBroken deletes the desired revision's Pods that failed or stayed
-// Pending past the bound, with an event saying why, and returns the rest.
-// The replacement is made by the caller in the same reconcile.
-func (r *Reconciler) replaceBroken(ctx context.Context, s *scope, pods []*corev1.Pod) ([]*corev1.Pod, error) {
+// Pending past the bound, with an event saying why, and keeps the best of
+// the rest. The replacement is made by createPod in the same reconcile.
+func (r *Reconciler) replaceBroken(ctx context.Context, s *scope) (skeleton.Result, error) {
 	var keep []*corev1.Pod
-	for _, pod := range pods {
+	var after time.Duration
+	for _, pod := range s.currents {
 		if (isFinished(pod) || pendingFor(pod, s.now) >= r.PendingTimeout) && !r.stillThere(ctx, pod) {
 			// Deleted by an earlier reconcile the cache has not caught up
 			// with: already replaced, so no second event or count.
@@ -155,17 +157,23 @@ func (r *Reconciler) replaceBroken(ctx context.Context, s *scope, pods []*corev1
 		default:
 			if pod.Status.Phase == corev1.PodPending {
 				// Look again when the bound runs out, if nothing else happens first.
-				s.requeueWithin(r.PendingTimeout - pendingFor(pod, s.now))
+				after = skeleton.Shortest(after, requeueWithin(r.PendingTimeout-pendingFor(pod, s.now)))
 			}
 			keep = append(keep, pod)
 			continue
 		}
 		ctrl.LoggerFrom(ctx).Info("Replacing a broken performer Pod", "pod", pod.Name, "phase", pod.Status.Phase)
 		if err := r.deletePod(ctx, pod); err != nil {
-			return nil, err
+			return skeleton.Stop(), err
 		}
 	}
-	return keep, nil
+	if err := r.removeTwins(ctx, keep); err != nil {
+		return skeleton.Stop(), err
+	}
+	if len(keep) > 0 {
+		s.current = keep[0]
+	}
+	return skeleton.Requeue(after), nil
 }
 
 // stillThere asks the API server whether pod exists and is not being
@@ -201,42 +209,40 @@ func (r *Reconciler) removeTwins(ctx context.Context, pods []*corev1.Pod) error 
 	return nil
 }
 
-// createPod makes the desired revision's Pod. It first asks the API server
+// create makes the desired revision's Pod. It first asks the API server
 // itself whether one exists, since the cache may not show a Pod this
 // reconciler made a moment ago; a generated name would not catch the twin.
-// A nil Pod with no error means: wait for the cache.
-func (r *Reconciler) createPod(ctx context.Context, s *scope) (*corev1.Pod, error) {
+func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, error) {
 	live, err := listOwned(ctx, r.APIReader, s.perf)
 	if err != nil {
-		return nil, err
+		return skeleton.Stop(), err
 	}
 	for _, pod := range live {
 		if pod.Labels[LabelTemplateHash] == s.hash && !isFinished(pod) {
-			s.outcome = progressing(hourglassv1alpha1.PerformerPending, ReasonPodStarting, fmt.Sprintf("Pod %s is being created", pod.Name))
-			s.requeueWithin(time.Second)
-			return nil, nil
+			// Wait for the cache to show it.
+			s.starting = pod
+			return skeleton.StopAndRequeue(requeueWithin(time.Second)), nil
 		}
 	}
 	pod := s.desired.DeepCopy()
 	if err := controllerutil.SetControllerReference(s.perf, pod, r.Scheme); err != nil {
-		return nil, err
+		return skeleton.Stop(), err
 	}
 	if err := r.Client.Create(ctx, pod); err != nil {
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
 			// Admission refused it: a missing RuntimeClass, a quota, a
 			// policy. Someone must act; look again now and then, since the
 			// fix may be outside the Performer (installing the runtime).
-			s.outcome = stalled(phaseFor(s), ReasonPodRejected, fmt.Sprintf(
-				"the API server rejected the Pod: %v; fix the Performer, the placement table or the namespace's policy", err))
-			s.requeueWithin(time.Minute)
+			s.rejected = err
 			s.serving = pickServing(s.old, r.servingHash(ctx, s.perf))
-			return nil, nil
+			return skeleton.StopAndRequeue(time.Minute), nil
 		}
-		return nil, fmt.Errorf("creating the Pod: %w", err)
+		return skeleton.Stop(), fmt.Errorf("creating the Pod: %w", err)
 	}
 	r.Recorder.Eventf(s.perf, pod, corev1.EventTypeNormal, EventPodCreated, "Create",
 		"Created Pod %s running %s", pod.Name, pod.Spec.Containers[0].Image)
-	return pod, nil
+	s.current = pod
+	return skeleton.Continue(), nil
 }
 
 func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {

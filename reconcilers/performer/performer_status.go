@@ -4,13 +4,14 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Ready condition reasons of Performers.
@@ -27,50 +28,74 @@ const (
 	ReasonReconcileError  = "ReconcileError"
 )
 
-// outcome is what a reconcile concluded; setStatus turns it into status.
-type outcome struct {
-	phase   hourglassv1alpha1.PerformerPhase
-	state   conditions.State
-	reason  string
-	message string
-	// keepObservedGeneration: the reconcile failed part-way, so the status
-	// does not yet describe this generation.
-	keepObservedGeneration bool
-}
-
-func progressing(phase hourglassv1alpha1.PerformerPhase, reason, message string) outcome {
-	return outcome{phase: phase, state: conditions.Progressing, reason: reason, message: message}
-}
-
-func stalled(phase hourglassv1alpha1.PerformerPhase, reason, message string) outcome {
-	return outcome{phase: phase, state: conditions.Stalled, reason: reason, message: message}
-}
-
-func terminating() outcome {
-	return outcome{phase: hourglassv1alpha1.PerformerTerminating, state: conditions.Progressing, reason: meta.DeletingReason,
-		message: "the Performer is being deleted; its Pods and Service go with it"}
-}
-
-// retrying reports an error the reconcile will retry (an API call failed);
-// the phase stays what it was, since nothing was learned about the Pods.
-func retrying(s *scope, err error) outcome {
-	phase := s.perf.Status.Phase
-	if phase == "" {
-		phase = hourglassv1alpha1.PerformerPending
+// computeStatus sets the status fields (phase, Service, serving Pod) from
+// what the phases observed and returns the summary the Ready, Reconciling
+// and Stalled conditions show. It is pure: the same observations give the
+// same status.
+func computeStatus(s *scope, err error) conditions.Summary {
+	p := s.perf
+	st := &p.Status
+	if s.serviceReady {
+		st.ServiceName = ServiceName(p.Name)
+		st.DNSName = DNSName(p, s.clusterDomain)
+		st.GRPCEndpoint = Endpoint(p, s.clusterDomain)
 	}
-	return outcome{phase: phase, state: conditions.Waiting, reason: ReasonReconcileError,
-		message: fmt.Sprintf("retrying: %v", err), keepObservedGeneration: true}
-}
-
-func invalidSpec(s *scope, se *specError) outcome {
-	msg := se.message
+	switch {
+	case err != nil:
+		// Nothing was learned about the Pods: the phase and Pod fields
+		// stay as they were.
+		if st.Phase == "" {
+			st.Phase = hourglassv1alpha1.PerformerPending
+		}
+		return conditions.Summary{State: conditions.Waiting, Reason: ReasonReconcileError, Message: fmt.Sprintf("retrying: %v", err)}
+	case !p.DeletionTimestamp.IsZero():
+		st.Phase = hourglassv1alpha1.PerformerTerminating
+		return conditions.Summary{State: conditions.Progressing, Reason: meta.DeletingReason,
+			Message: "the Performer is being deleted; its Pods and Service go with it"}
+	}
+	phase, summary := rollSummary(s)
+	st.Phase = phase
+	shown := s.serving
+	if shown == nil {
+		shown = s.current
+	}
+	st.PodName, st.NodeName, st.CurrentVersion = "", "", ""
+	if shown != nil {
+		st.PodName, st.NodeName = shown.Name, shown.Spec.NodeName
+	}
 	if s.serving != nil {
-		msg += fmt.Sprintf("; Pod %s (version %s) keeps serving", s.serving.Name, s.serving.Annotations[AnnotationVersion])
+		st.CurrentVersion = s.serving.Annotations[AnnotationVersion]
 	}
-	return stalled(phaseFor(s), se.reason, msg)
+	return summary
 }
 
-// phaseFor is the phase when the reconcile stopped short of evaluate.
+// rollSummary is the phase and summary of a reconcile that ran: what
+// stopped the roll short, else how its Pods stand.
+func rollSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary) {
+	switch {
+	case s.invalid != nil:
+		msg := s.invalid.message
+		if s.serving != nil {
+			msg += fmt.Sprintf("; Pod %s (version %s) keeps serving", s.serving.Name, s.serving.Annotations[AnnotationVersion])
+		}
+		return phaseFor(s), stalled(s.invalid.reason, msg)
+	case s.starting != nil:
+		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Progressing, Reason: ReasonPodStarting,
+			Message: fmt.Sprintf("Pod %s is being created", s.starting.Name)}
+	case s.rejected != nil:
+		return phaseFor(s), stalled(ReasonPodRejected, fmt.Sprintf(
+			"the API server rejected the Pod: %v; fix the Performer, the placement table or the namespace's policy", s.rejected))
+	case s.serviceConflict != nil:
+		return phaseFor(s), stalled(s.serviceConflict.reason, s.serviceConflict.message)
+	}
+	return podSummary(s)
+}
+
+func stalled(reason, message string) conditions.Summary {
+	return conditions.Summary{State: conditions.Stalled, Reason: reason, Message: message}
+}
+
+// phaseFor is the phase when the roll stopped short of its end.
 func phaseFor(s *scope) hourglassv1alpha1.PerformerPhase {
 	switch {
 	case s.serving != nil && s.serving == s.current:
@@ -82,32 +107,32 @@ func phaseFor(s *scope) hourglassv1alpha1.PerformerPhase {
 	}
 }
 
-// evaluate concludes from the Pods how the Performer stands.
-func evaluate(s *scope, pendingTimeout time.Duration, clusterDomain string) outcome {
+// podSummary concludes from the Pods how the Performer stands.
+func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary) {
 	p, cur := s.perf, s.current
 	if s.serving != nil && s.serving == cur {
-		return outcome{phase: hourglassv1alpha1.PerformerRunning, state: conditions.Ready, reason: ReasonServing,
-			message: fmt.Sprintf("version %s serves at %s", p.Spec.Version, Endpoint(p, clusterDomain))}
+		return hourglassv1alpha1.PerformerRunning, conditions.Summary{State: conditions.Ready, Reason: ReasonServing,
+			Message: fmt.Sprintf("version %s serves at %s", p.Spec.Version, Endpoint(p, s.clusterDomain))}
 	}
 	problem := podProblem(cur)
 	if s.serving != nil {
 		from := s.serving.Annotations[AnnotationVersion]
 		if problem.stalled {
-			return stalled(hourglassv1alpha1.PerformerUpgrading, problem.reason, fmt.Sprintf(
+			return hourglassv1alpha1.PerformerUpgrading, stalled(problem.reason, fmt.Sprintf(
 				"the upgrade to version %s is stuck: %s; version %s keeps serving from Pod %s", p.Spec.Version, problem.message, from, s.serving.Name))
 		}
-		return progressing(hourglassv1alpha1.PerformerUpgrading, ReasonUpgrading, fmt.Sprintf(
-			"upgrading from version %s to %s: %s; version %s keeps serving until the new Pod is Ready", from, p.Spec.Version, problem.message, from))
+		return hourglassv1alpha1.PerformerUpgrading, conditions.Summary{State: conditions.Progressing, Reason: ReasonUpgrading, Message: fmt.Sprintf(
+			"upgrading from version %s to %s: %s; version %s keeps serving until the new Pod is Ready", from, p.Spec.Version, problem.message, from)}
 	}
 	switch {
 	case problem.stalled:
-		return stalled(hourglassv1alpha1.PerformerFailed, problem.reason, problem.message)
+		return hourglassv1alpha1.PerformerFailed, stalled(problem.reason, problem.message)
 	case problem.reason == ReasonUnschedulable:
-		return outcome{phase: hourglassv1alpha1.PerformerPending, state: conditions.Waiting, reason: ReasonUnschedulable,
-			message: fmt.Sprintf("%s; it needs a node with %s, and is replaced if still Pending after %s",
-				problem.message, describePlacement(cur), pendingTimeout)}
+		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Waiting, Reason: ReasonUnschedulable,
+			Message: fmt.Sprintf("%s; it needs a node with %s, and is replaced if still Pending after %s",
+				problem.message, describePlacement(cur), s.pendingTimeout)}
 	default:
-		return progressing(hourglassv1alpha1.PerformerPending, problem.reason, problem.message)
+		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Progressing, Reason: problem.reason, Message: problem.message}
 	}
 }
 
@@ -206,55 +231,15 @@ func describePlacement(pod *corev1.Pod) string {
 	return strings.Join(parts, ", ")
 }
 
-// setStatus writes phase, the service fields and the kstatus conditions.
-func (r *Reconciler) setStatus(s *scope) {
-	o := s.outcome
-	if o.reason == "" {
-		return
-	}
-	p := s.perf
-	st := &p.Status
-	st.Phase = o.phase
-	if s.serviceReady {
-		st.ServiceName = ServiceName(p.Name)
-		st.DNSName = DNSName(p, r.ClusterDomain)
-		st.GRPCEndpoint = Endpoint(p, r.ClusterDomain)
-	}
-	if o.phase != hourglassv1alpha1.PerformerTerminating && !o.keepObservedGeneration {
-		shown := s.serving
-		if shown == nil {
-			shown = s.current
-		}
-		st.PodName, st.NodeName, st.CurrentVersion = "", "", ""
-		if shown != nil {
-			st.PodName, st.NodeName = shown.Name, shown.Spec.NodeName
-		}
-		if s.serving != nil {
-			st.CurrentVersion = s.serving.Annotations[AnnotationVersion]
-		}
-	}
-	generation := p.Generation
-	if o.keepObservedGeneration {
-		generation = st.ObservedGeneration
-	} else {
-		st.ObservedGeneration = p.Generation
-	}
-	conditions.Set(p, generation, conditions.Summary{State: o.state, Reason: o.reason, Message: o.message})
-}
-
-// recordTransition emits an event when the Performer becomes Running, or
-// stalls for a new reason, so `kubectl get events` tells the story without
-// an event per reconcile.
-func (r *Reconciler) recordTransition(before, after *hourglassv1alpha1.Performer, s *scope) {
-	o := s.outcome
-	if o.reason == "" {
-		return
-	}
-	beforeReason, _ := conditions.ReadyMessage(before)
+// recordEvents emits an event when the Performer becomes Running, or
+// stalls for a new reason, comparing the status as read with the status as
+// written, so `kubectl get events` tells the story without an event per
+// reconcile.
+func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.Performer) {
 	switch {
-	case o.phase == hourglassv1alpha1.PerformerRunning && before.Status.Phase != hourglassv1alpha1.PerformerRunning:
+	case after.Status.Phase == hourglassv1alpha1.PerformerRunning && before.Status.Phase != hourglassv1alpha1.PerformerRunning:
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Running", "Reconcile", "Version %s is Ready at %s", after.Spec.Version, after.Status.GRPCEndpoint)
-	case o.state == conditions.Stalled && beforeReason != o.reason:
-		r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, o.reason, "Reconcile", "%s", o.message)
+	case apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition):
+		skeleton.ReasonEvent(r.Recorder, before, after, "Reconcile", true)
 	}
 }

@@ -7,9 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 )
 
 type podState int
@@ -88,59 +85,6 @@ func TestChooseRoute(t *testing.T) {
 			}
 			if route != tc.wantRoute || name != tc.wantServing || strings.Join(kept, ",") != strings.Join(tc.wantKeep, ",") {
 				t.Errorf("route %q serving %q keep %v; want %q %q %v", route, name, kept, tc.wantRoute, tc.wantServing, tc.wantKeep)
-			}
-		})
-	}
-}
-
-// Each Pod trouble becomes the right kstatus state, with a message that
-// does not change with the kubelet's back-off counters.
-func TestEvaluate(t *testing.T) {
-	p := perf()
-	waiting := func(reason, msg string) *corev1.Pod {
-		pod := testPod("cur", "b", running, time.Now())
-		pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "performer", Image: "img:v1",
-			State:                corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: reason, Message: msg}},
-			LastTerminationState: corev1.ContainerState{Terminated: &corev1.ContainerStateTerminated{ExitCode: 2, Reason: "Error"}},
-		}}
-		return pod
-	}
-	unschedulable := testPod("cur", "b", pending, time.Now())
-	unschedulable.Spec.NodeSelector = map[string]string{"intel.feature.node.kubernetes.io/sgx": "true"}
-	unschedulable.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-		Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}}
-	for _, tc := range []struct {
-		name    string
-		current *corev1.Pod
-		serving *corev1.Pod
-		phase   hourglassv1alpha1.PerformerPhase
-		state   conditions.State
-		reason  string
-		want    string
-	}{
-		{"serving", testPod("cur", "b", ready, time.Now()), nil, hourglassv1alpha1.PerformerRunning, conditions.Ready, ReasonServing,
-			"version v1.0.0 serves at performer-avs.ns.svc.cluster.local:8080"},
-		{"starting", testPod("cur", "b", pending, time.Now()), nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "waiting to be scheduled"},
-		{"unschedulable", unschedulable, nil, hourglassv1alpha1.PerformerPending, conditions.Waiting, ReasonUnschedulable,
-			"needs a node with intel.feature.node.kubernetes.io/sgx=true, and is replaced if still Pending after 5m0s"},
-		{"image", waiting("ImagePullBackOff", "Back-off pulling image"), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonImagePullFailed, "check spec.image, spec.version"},
-		{"crash", waiting("CrashLoopBackOff", "back-off 40s restarting"), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonCrashLoop, "exit code 2"},
-		{"upgrading", testPod("cur", "b", running, time.Now()), testPod("old", "a", ready, time.Now()), hourglassv1alpha1.PerformerUpgrading,
-			conditions.Progressing, ReasonUpgrading, "version v-a keeps serving"},
-		{"upgrade stuck", waiting("ErrImagePull", "not found"), testPod("old", "a", ready, time.Now()), hourglassv1alpha1.PerformerUpgrading,
-			conditions.Stalled, ReasonImagePullFailed, "the upgrade to version v1.0.0 is stuck"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			s := &scope{perf: p, current: tc.current, serving: tc.serving}
-			if tc.serving == nil && tc.state == conditions.Ready {
-				s.serving = tc.current
-			}
-			o := evaluate(s, DefaultPendingTimeout, "")
-			if o.phase != tc.phase || o.state != tc.state || o.reason != tc.reason || !strings.Contains(o.message, tc.want) {
-				t.Errorf("got %s/%v/%s %q; want %s/%v/%s containing %q", o.phase, o.state, o.reason, o.message, tc.phase, tc.state, tc.reason, tc.want)
-			}
-			if strings.Contains(o.message, "back-off") {
-				t.Errorf("the message carries the kubelet's back-off: %q", o.message)
 			}
 		})
 	}

@@ -18,12 +18,13 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
 )
 
@@ -44,9 +45,11 @@ tee:
     runtimeClassName: hyperfleet-test-tdx
 `
 
-// One manager, with every reconciler, runs against the package's control
-// plane. There is no kubelet, scheduler or garbage collector: tests play
-// their parts by writing Pod status, bindings and deletions themselves.
+// A manager with the Performer reconciler alone runs against the package's
+// control plane, with the placement table loaded from a file as
+// --hourglass-placement-file does. There is no kubelet, scheduler or
+// garbage collector: tests play their parts by writing Pod status, bindings
+// and deletions themselves.
 func TestMain(m *testing.M) {
 	testenv.MainWith(m, func() (func(), error) {
 		ctrl.SetLogger(logr.Discard())
@@ -58,11 +61,22 @@ func TestMain(m *testing.M) {
 		if err := os.WriteFile(file, []byte(testPlacement), 0o600); err != nil {
 			return nil, err
 		}
-		mgr, err := manager.New(testenv.Config(), manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "hyperfleet-system",
-			Hourglass: manager.HourglassOptions{Clock: fakeClock, PlacementFile: file},
+		placement, err := performer.LoadPlacement(file)
+		if err != nil {
+			return nil, err
+		}
+		mgr, err := ctrl.NewManager(testenv.Config(), ctrl.Options{
+			Scheme:                 testenv.Scheme(),
+			Metrics:                metricsserver.Options{BindAddress: "0"},
+			HealthProbeBindAddress: "0",
 		})
 		if err != nil {
+			return nil, err
+		}
+		if err := (&performer.Reconciler{
+			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("performer"),
+			Clock: fakeClock, Placement: placement,
+		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -252,14 +266,13 @@ func describe(p *hourglassv1alpha1.Performer) string {
 	return b.String()
 }
 
-// checkKstatus asserts the kstatus invariants on the Performer's conditions.
+// checkKstatus asserts the kstatus invariants on the Performer (the same
+// check testenv runs after every reconcile), and that every condition
+// describes its current generation.
 func checkKstatus(t *testing.T, p *hourglassv1alpha1.Performer) {
 	t.Helper()
-	ready := apimeta.IsStatusConditionTrue(p.Status.Conditions, meta.ReadyCondition)
-	reconciling := apimeta.IsStatusConditionTrue(p.Status.Conditions, meta.ReconcilingCondition)
-	stalled := apimeta.IsStatusConditionTrue(p.Status.Conditions, meta.StalledCondition)
-	if ready && (reconciling || stalled) || reconciling && stalled {
-		t.Errorf("kstatus conditions contradict each other: %s", describe(p))
+	for _, v := range conditions.Violations(p, true) {
+		t.Errorf("kstatus: %s: %s", v, describe(p))
 	}
 	for _, c := range p.Status.Conditions {
 		if c.ObservedGeneration != p.Generation {
