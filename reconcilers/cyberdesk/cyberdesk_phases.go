@@ -16,7 +16,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
-	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 )
 
 const (
@@ -62,7 +62,7 @@ func (r *Reconciler) reconcilePhases(ctx context.Context, s *scope) (ctrl.Result
 func (r *Reconciler) create(ctx context.Context, s *scope) (ctrl.Result, error) {
 	d := s.desk
 	t0 := r.Clock.Now()
-	text, source, err := hypervisors.TemplateFromConfigMap(ctx, r.APIReader, r.TemplateConfigMap, r.TemplateKey)
+	text, source, err := machinespec.TemplateFromConfigMap(ctx, r.APIReader, r.TemplateConfigMap, r.TemplateKey)
 	if err != nil {
 		return r.providerError(s, err)
 	}
