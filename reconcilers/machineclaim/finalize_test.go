@@ -32,7 +32,7 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 	// The deletion fails and is retried; then the suite's 8 s finalization
 	// timeout passes.
 	l.waitPhase("stuck", hypervisorv1alpha1.MachineStopping, 30*time.Second)
-	claimClock.Step(9 * time.Second)
+	claimClock.Step(t, 9*time.Second)
 	eventually.That(t, 40*time.Second, func() (bool, string) {
 		err := l.get(mc)
 		return apierrors.IsNotFound(err), fmt.Sprintf("claim still present (%v): %s", err, describe(mc.Status.Phase, mc.Status.Conditions))

@@ -75,8 +75,12 @@ type steppedClock struct{ offset atomic.Int64 }
 func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
 func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
-// Step moves the clock d ahead.
-func (c *steppedClock) Step(d time.Duration) { c.offset.Add(int64(d)) }
+// Step moves the clock d ahead until t ends, so no later test finds its
+// deadlines already past.
+func (c *steppedClock) Step(t *testing.T, d time.Duration) {
+	c.offset.Add(int64(d))
+	t.Cleanup(func() { c.offset.Add(-int64(d)) })
+}
 
 // kvSim plays KubeVirt for the package's KubeVirt tests.
 var kvSim *kubevirtsim.Simulator

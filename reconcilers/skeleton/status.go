@@ -93,6 +93,10 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 	} else {
 		obj.SetObservedGeneration(p.before.GetObservedGeneration())
 	}
+	// The check sees the object as this reconcile concluded it: the patch
+	// response may carry a newer generation (a deletion, a spec edit made
+	// meanwhile) that the next reconcile has yet to observe.
+	concluded := obj.DeepCopyObject().(Object)
 	if perr := conditions.PatchStatus(ctx, p.client, p.before, obj); perr != nil {
 		if IsConflict(perr) {
 			return ctrl.Result{RequeueAfter: ConflictRequeue}, nil
@@ -101,7 +105,7 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 			return result, fmt.Errorf("writing status: %w", perr)
 		}
 	}
-	notify(obj, err)
+	notify(concluded, err)
 	if terminal {
 		return ctrl.Result{}, reconcile.TerminalError(err)
 	}
