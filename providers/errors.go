@@ -17,6 +17,10 @@ var (
 	ErrNotOwned = errors.New("machine is not owned by this object")
 	// ErrInProgress: the operation was started and is still running; call again.
 	ErrInProgress = errors.New("operation in progress")
+	// ErrQueued: the request waits its turn (a clone slot on a node or
+	// storage); expected under a burst, so callers wait RetryAfter without
+	// escalating. Errors made by Queued match it.
+	ErrQueued = errors.New("queued")
 )
 
 // TransientError is a failure that may clear by itself: the hypervisor is
@@ -26,6 +30,8 @@ type TransientError struct {
 	Reason string
 	After  time.Duration
 	Err    error
+	// Queued marks a request waiting its turn: the error matches ErrQueued.
+	Queued bool
 }
 
 func (e *TransientError) Error() string {
@@ -36,6 +42,9 @@ func (e *TransientError) Error() string {
 }
 
 func (e *TransientError) Unwrap() error { return e.Err }
+
+// Is matches ErrQueued for a queued request.
+func (e *TransientError) Is(target error) bool { return e.Queued && target == ErrQueued }
 
 // PermanentError is a failure that will not clear until a person changes
 // something; Reason is a CamelCase condition reason and the message says what
@@ -58,6 +67,12 @@ func (e *PermanentError) Unwrap() error { return e.Err }
 // Transient wraps err as a TransientError.
 func Transient(reason string, after time.Duration, err error) error {
 	return &TransientError{Reason: reason, After: after, Err: err}
+}
+
+// Queued returns a TransientError matching ErrQueued: the request waits its
+// turn; after is when to ask again.
+func Queued(reason string, after time.Duration, err error) error {
+	return &TransientError{Reason: reason, After: after, Err: err, Queued: true}
 }
 
 // Permanent returns a PermanentError with a reason and an actionable message.

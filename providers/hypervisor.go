@@ -1,12 +1,28 @@
 package providers
 
-import "context"
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strings"
+)
 
 // Hypervisor is what every VM backend (Proxmox VE, KubeVirt) implements. Every
 // call returns quickly: long work (a clone, a boot) is started by one call and
 // observed by later ones, so a reconciler never blocks a worker on a hypervisor.
 // Every call is idempotent.
 type Hypervisor interface {
+	// Reference proposes the reference of owner's machine: deterministic,
+	// so a caller that lost its record proposes the same again. The caller
+	// records it before Create.
+	Reference(owner Owner) MachineRef
+
+	// NextReference proposes another reference after taken turned out to
+	// belong to a machine this operator does not own (Create returned
+	// ErrNameTaken). ok is false when the provider has no other to offer:
+	// the name is the owner's own, and the conflict needs a person.
+	NextReference(owner Owner, taken MachineRef) (ref MachineRef, ok bool)
+
 	// Observe returns the machine's current state, or an error wrapping
 	// ErrNotFound when it does not exist.
 	Observe(ctx context.Context, ref MachineRef) (Machine, error)
@@ -49,6 +65,37 @@ type MachineRef struct {
 	VMID int
 	// Node (Proxmox) the machine was placed on; a hint, since VMs migrate.
 	Node string
+}
+
+// String names the reference for people, in events: "name (VMID 1042)",
+// or whichever of the two it has.
+func (r MachineRef) String() string {
+	switch {
+	case r.VMID == 0:
+		return r.Name
+	case r.Name == "":
+		return fmt.Sprintf("VMID %d", r.VMID)
+	}
+	return fmt.Sprintf("%s (VMID %d)", r.Name, r.VMID)
+}
+
+// MachineName is the machine name providers propose for owner:
+// "hf-<namespace>-<name>", a DNS label of at most 63 characters (a hash
+// suffix keeps long names unique).
+func MachineName(owner Owner) string {
+	n := strings.ToLower("hf-" + owner.Namespace + "-" + owner.Name)
+	n = strings.Map(func(r rune) rune {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') || r == '-' {
+			return r
+		}
+		return '-'
+	}, n)
+	if len(n) <= 63 {
+		return strings.TrimRight(n, "-")
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(owner.Namespace + "/" + owner.Name))
+	return fmt.Sprintf("%s-%08x", strings.TrimRight(n[:54], "-"), h.Sum32())
 }
 
 // Owner is the object a machine belongs to. Its UID is written onto the

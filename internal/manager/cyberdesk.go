@@ -6,20 +6,19 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/providers/supabase"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/cyberdesk"
 )
 
@@ -52,11 +51,13 @@ func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
 // New wires it among the others: for the Cyberdesk suite, which tests the
 // desks (template, Supabase export, restarts) without every other kind's
 // reconciler running beside them.
-func SetupCyberdesk(mgr ctrl.Manager, o Options) error { return setupCyberdesk(mgr, o) }
+func SetupCyberdesk(mgr ctrl.Manager, o Options) error {
+	return setupCyberdesk(mgr, o, &credentials.Reader{Reader: mgr.GetAPIReader()})
+}
 
 // setupCyberdesk registers the Cyberdesk reconciler, on the operator's own
 // cluster's KubeVirt, and the Supabase exporter when configured.
-func setupCyberdesk(mgr ctrl.Manager, o Options) error {
+func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) error {
 	c := o.Cyberdesk
 	if c.TemplateConfigMap == "" {
 		c.TemplateConfigMap = "cyberdesk-vm-template"
@@ -85,7 +86,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options) error {
 	}
 	if c.SupabaseSecret != "" {
 		exporter := &supabase.Exporter{
-			Credentials: supabaseCredentials(mgr.GetAPIReader(), types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.SupabaseSecret}),
+			Credentials: supabaseCredentials(creds, types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.SupabaseSecret}),
 			HTTPClient:  &http.Client{Timeout: c.SupabaseTimeout},
 			Log:         log.WithName("supabase"),
 		}
@@ -109,22 +110,14 @@ func kubeVirtServed(mgr ctrl.Manager) (bool, error) {
 	return false, fmt.Errorf("looking up KubeVirt's API: %w", err)
 }
 
-// supabaseCredentials reads the Supabase Secret directly (it needs no
-// credentials label), at most every 30 s, so a rotated key is picked up.
-func supabaseCredentials(reader client.Reader, key types.NamespacedName) supabase.CredentialsFunc {
-	var mu sync.Mutex
-	var cached supabase.Credentials
-	var ok bool
-	var readAt time.Time
+// supabaseCredentials reads the Supabase Secret through the shared
+// credentials reader (it needs no credentials label: a flag names it, not a
+// spec), whose short reuse lets a rotated key be picked up.
+func supabaseCredentials(reader *credentials.Reader, key types.NamespacedName) supabase.CredentialsFunc {
 	return func(ctx context.Context) (supabase.Credentials, bool, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !readAt.IsZero() && time.Since(readAt) < 30*time.Second {
-			return cached, ok, nil
-		}
-		s := &corev1.Secret{}
-		if err := reader.Get(ctx, key, s); err != nil {
-			if apierrors.IsNotFound(err) {
+		s, err := reader.OperatorSecret(ctx, key, "--cyberdesk-supabase-secret")
+		if err != nil {
+			if p, ok := providers.IsPermanent(err); ok && p.Reason == meta.SecretNotFoundReason {
 				return supabase.Credentials{}, false, fmt.Errorf("the Supabase Secret %s does not exist; create it or unset --cyberdesk-supabase-secret", key)
 			}
 			return supabase.Credentials{}, false, fmt.Errorf("reading the Supabase Secret %s: %w", key, err)
@@ -141,7 +134,6 @@ func supabaseCredentials(reader client.Reader, key types.NamespacedName) supabas
 		if creds.URL == "" || creds.Key == "" {
 			return supabase.Credentials{}, false, fmt.Errorf("the Supabase Secret %s needs the keys url and key (or SUPABASE_URL and SUPABASE_KEY)", key)
 		}
-		cached, ok, readAt = creds, true, time.Now()
-		return cached, ok, nil
+		return creds, true, nil
 	}
 }

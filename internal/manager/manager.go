@@ -31,7 +31,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 	cacheOpts := cache.Options{
 		// Secrets are watched only in the operator's own namespace, and only
 		// with the credentials label; Secrets elsewhere are read with a GET
-		// (hypervisors.Registry.Secret). The operator never lists or watches
+		// (credentials.Reader). The operator never lists or watches
 		// Secrets cluster-wide.
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {

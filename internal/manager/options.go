@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"k8s.io/utils/clock"
 )
 
 // inClusterNamespaceFile holds the Pod's namespace when running in a cluster.
@@ -38,6 +40,9 @@ type Options struct {
 	// FinalizationTimeout: how long a deleted claim waits for its machine's
 	// deletion before it is released and the machine left to the sweeper.
 	FinalizationTimeout time.Duration
+	// MachineClaimClock tells MachineClaims' timeouts, expiries and
+	// finalization deadlines; nil is the real clock. Tests step a fake.
+	MachineClaimClock clock.PassiveClock
 	// OrphanSweepInterval and OrphanGrace pace the orphan sweeper.
 	OrphanSweepInterval, OrphanGrace time.Duration
 

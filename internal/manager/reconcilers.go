@@ -4,6 +4,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisormachinetemplate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
@@ -11,12 +12,14 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
 )
 
-// setupReconcilers registers every kind's reconciler, sharing one provider
-// registry so a credential rotation reaches them all.
+// setupReconcilers registers every kind's reconciler, sharing one
+// credentials reader and one provider registry so a credential rotation
+// reaches them all.
 func setupReconcilers(mgr ctrl.Manager, o Options) error {
+	creds := &credentials.Reader{Reader: mgr.GetAPIReader()}
 	registry := &hypervisors.Registry{
-		Client:    mgr.GetClient(),
-		APIReader: mgr.GetAPIReader(),
+		Credentials: creds,
+		APIReader:   mgr.GetAPIReader(),
 		Factories: map[hypervisorv1alpha1.ProviderType]hypervisors.Factory{
 			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox,
 			hypervisorv1alpha1.ProviderKubeVirt: hypervisors.KubeVirt(hypervisors.LocalCluster{
@@ -35,7 +38,8 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 		return err
 	}
 	if err := (&machineclaim.Reconciler{
-		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("machineclaim"),
+		Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(),
+		Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
 		ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
 	}).SetupWithManager(mgr); err != nil {
 		return err
@@ -46,10 +50,10 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := setupCyberdesk(mgr, o); err != nil {
+	if err := setupCyberdesk(mgr, o, creds); err != nil {
 		return err
 	}
-	if err := setupRunners(mgr, o, registry); err != nil {
+	if err := setupRunners(mgr, o, creds); err != nil {
 		return err
 	}
 	return setupHourglass(mgr, o)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,7 +13,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
-	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
@@ -53,7 +52,7 @@ func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
 
 // setupRunners registers the RunnerPool reconciler and the webhook
 // receiver that feeds it.
-func setupRunners(mgr ctrl.Manager, o Options, secrets *hypervisors.Registry) error {
+func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) error {
 	ro := o.Runners
 	r := &runnerpool.Reconciler{
 		Client: mgr.GetClient(), Secrets: secrets, GitHub: github.NewClients(), RateLimiter: github.DefaultRateLimiter(),
@@ -73,11 +72,11 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *hypervisors.Registry) er
 		Addr:   ro.WebhookAddr,
 		Handle: r.HandleJob,
 		Log:    mgr.GetLogger().WithName("webhook"),
-		// The operator's namespace is watched, so a rotated secret is in
-		// use as soon as the Secret changes.
+		// Read through the shared credentials reader (label-gated), so a
+		// rotated secret is in use within its reuse time.
 		Secret: func(ctx context.Context) ([]byte, error) {
-			s := &corev1.Secret{}
-			if err := mgr.GetClient().Get(ctx, key, s); err != nil {
+			s, err := secrets.Secret(ctx, key, "--webhook-secret")
+			if err != nil {
 				return nil, fmt.Errorf("webhook Secret %s (needs the label %s): %w", key, meta.CredentialsLabel, err)
 			}
 			v := s.Data[dataKey]

@@ -144,7 +144,7 @@ func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (provi
 		return providers.Machine{}, err
 	}
 	if !p.admission.tryAcquire(spec.Ref.VMID, node, slotStorage) {
-		return providers.Machine{}, providers.Transient("CloneQueued", 3*time.Second,
+		return providers.Machine{}, providers.Queued("CloneQueued", 3*time.Second,
 			fmt.Errorf("node %s or storage %s is at its concurrent-clone limit (%d per node, %d per storage)",
 				node, slotStorage, p.cfg.MaxClonesPerNode, p.cfg.MaxClonesPerStorage))
 	}

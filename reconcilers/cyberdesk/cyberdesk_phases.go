@@ -14,7 +14,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
-	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -60,7 +60,7 @@ func (r *Reconciler) createVM(ctx context.Context, s *scope) (skeleton.Result, e
 	}
 	d := s.desk
 	t0 := r.Clock.Now()
-	text, source, err := hypervisors.TemplateFromConfigMap(ctx, r.APIReader, r.TemplateConfigMap, r.TemplateKey)
+	text, source, err := machinespec.TemplateFromConfigMap(ctx, r.APIReader, r.TemplateConfigMap, r.TemplateKey)
 	if err != nil {
 		return s.providerFailed(err), nil
 	}

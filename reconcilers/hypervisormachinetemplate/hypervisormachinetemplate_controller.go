@@ -21,6 +21,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 )
 
 const clusterRefIndex = "hypervisormachinetemplate.clusterRef"
@@ -117,7 +118,7 @@ func (r *Reconciler) check(ctx context.Context, t *hypervisorv1alpha1.Hypervisor
 	if !ok {
 		return conditions.Summary{State: conditions.Ready, Reason: meta.SucceededReason, Message: "template accepted"}, 0
 	}
-	spec, err := r.Hypervisors.Spec(ctx, t, nil)
+	spec, err := machinespec.Resolve(ctx, r.Hypervisors.APIReader, t, nil)
 	if err == nil {
 		var desc string
 		if desc, err = checker.CheckTemplate(ctx, spec); err == nil {

@@ -1,15 +1,9 @@
 package hypervisors
 
 import (
-	"context"
 	"fmt"
-	"sort"
-	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -21,10 +15,6 @@ import (
 // KeyKubeconfig is the key of a kubevirt cluster's Secret holding the
 // kubeconfig of a remote cluster.
 const KeyKubeconfig = "kubeconfig"
-
-// DefaultTemplateKey is the ConfigMap key a VirtualMachine template is read
-// from when none is named.
-const DefaultTemplateKey = "template.yaml"
 
 // LocalCluster is how the operator reaches its own cluster.
 type LocalCluster struct {
@@ -73,61 +63,4 @@ func KubeVirt(local LocalCluster) Factory {
 		}
 		return kubevirt.New(cfg)
 	}
-}
-
-// Spec is MachineSpec completed with what lives in other objects: a
-// KubeVirt template held in a ConfigMap.
-func (r *Registry) Spec(ctx context.Context, t *hypervisorv1alpha1.HypervisorMachineTemplate, claim *hypervisorv1alpha1.MachineClaim) (providers.MachineSpec, error) {
-	s := MachineSpec(t, claim)
-	kv := t.Spec.KubeVirt
-	if kv == nil {
-		return s, nil
-	}
-	s.KubeVirt = &providers.KubeVirtSpec{RunStrategy: string(kv.RunStrategy)}
-	switch {
-	case kv.VirtualMachine != nil:
-		s.KubeVirt.Template = kv.VirtualMachine.Raw
-		s.KubeVirt.TemplateSource = "HypervisorMachineTemplate " + t.Name + " spec.kubevirt.virtualMachine"
-	case kv.TemplateConfigMapRef != nil:
-		ref := kv.TemplateConfigMapRef
-		text, source, err := TemplateFromConfigMap(ctx, r.APIReader, types.NamespacedName{Namespace: t.Namespace, Name: ref.Name}, ref.Key)
-		if err != nil {
-			return s, err
-		}
-		s.KubeVirt.Template, s.KubeVirt.TemplateSource = []byte(text), source
-	}
-	return s, nil
-}
-
-// TemplateFromConfigMap reads a VirtualMachine template from a ConfigMap
-// key. An empty key means DefaultTemplateKey, or the ConfigMap's only key. It is read directly, not
-// from a cache, so an edit reaches the very next machine.
-func TemplateFromConfigMap(ctx context.Context, reader client.Reader, key types.NamespacedName, dataKey string) (text, source string, err error) {
-	cm := &corev1.ConfigMap{}
-	if err := reader.Get(ctx, key, cm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return "", "", providers.Permanent("TemplateNotFound", fmt.Sprintf(
-				"ConfigMap %s, which holds the VirtualMachine template, does not exist; create it", key), err)
-		}
-		return "", "", providers.Transient("TemplateUnreadable", 0, fmt.Errorf("reading ConfigMap %s: %w", key, err))
-	}
-	if dataKey == "" {
-		dataKey = DefaultTemplateKey
-		if _, ok := cm.Data[dataKey]; !ok && len(cm.Data) == 1 {
-			for k := range cm.Data {
-				dataKey = k
-			}
-		}
-	}
-	text, ok := cm.Data[dataKey]
-	if !ok {
-		keys := make([]string, 0, len(cm.Data))
-		for k := range cm.Data {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		return "", "", providers.Permanent("TemplateNotFound", fmt.Sprintf(
-			"ConfigMap %s has no key %q for the VirtualMachine template (it has: %s)", key, dataKey, strings.Join(keys, ", ")), nil)
-	}
-	return text, fmt.Sprintf("ConfigMap %s key %s", key, dataKey), nil
 }

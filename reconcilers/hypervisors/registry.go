@@ -1,6 +1,7 @@
-// Package hypervisors hands reconcilers the provider for a HypervisorCluster,
-// built from the cluster's spec, its credentials Secret and CA bundle, and
-// rebuilt whenever any of them changes — so a rotated token takes effect on
+// Package hypervisors is the provider registry: it hands reconcilers the
+// provider for a HypervisorCluster, built from the cluster's spec, its
+// credentials Secret and CA bundle (read through reconcilers/credentials),
+// and rebuilt whenever any of them changes — so a rotated token takes effect on
 // the next reconcile, without a restart.
 package hypervisors
 
@@ -12,7 +13,6 @@ import (
 	"fmt"
 	"sort"
 	"sync"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -22,6 +22,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 )
 
 // Credentials is what a factory gets besides the cluster: the Secret's data
@@ -37,25 +38,15 @@ type Factory func(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentia
 // Registry caches one provider per HypervisorCluster, keyed by a hash of
 // everything it was built from.
 type Registry struct {
-	// Client reads Secrets through the label-limited cache.
-	Client client.Client
-	// APIReader reads what the cache does not hold (ConfigMap CA bundles), and
-	// explains a cache miss (a Secret without the credentials label).
+	// Credentials reads the clusters' credentials Secrets and Secret CA
+	// bundles; its short reuse is what lets a rotation take effect.
+	Credentials *credentials.Reader
+	// APIReader reads ConfigMap CA bundles, uncached.
 	APIReader client.Reader
 	Factories map[hypervisorv1alpha1.ProviderType]Factory
-	// SecretTTL is how long a Secret read is reused (10 s): Secrets are read
-	// with a GET, never listed or watched cluster-wide, so a rotation takes
-	// effect within this long.
-	SecretTTL time.Duration
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]entry
-	secrets map[types.NamespacedName]secretRead
-}
-
-type secretRead struct {
-	secret *corev1.Secret
-	at     time.Time
 }
 
 type entry struct {
@@ -102,7 +93,7 @@ func (r *Registry) Forget(key types.NamespacedName) {
 func (r *Registry) credentials(ctx context.Context, cluster *hypervisorv1alpha1.HypervisorCluster) (Credentials, error) {
 	var creds Credentials
 	if ref := cluster.Spec.CredentialsRef; ref != nil {
-		secret, err := r.secret(ctx, cluster.Namespace, ref.Name, "spec.credentialsRef")
+		secret, err := r.Credentials.Secret(ctx, types.NamespacedName{Namespace: cluster.Namespace, Name: ref.Name}, "spec.credentialsRef")
 		if err != nil {
 			return creds, err
 		}
@@ -118,59 +109,10 @@ func (r *Registry) credentials(ctx context.Context, cluster *hypervisorv1alpha1.
 	return creds, nil
 }
 
-func (r *Registry) secret(ctx context.Context, namespace, name, field string) (*corev1.Secret, error) {
-	return r.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: name}, field)
-}
-
-// Secret reads a credentials Secret for the field that names it. It reads
-// with a GET (the operator may not list or watch Secrets cluster-wide),
-// reusing a read for SecretTTL, and insists on the credentials label: only
-// Secrets marked for HyperFleet are read, whatever a spec points at.
-func (r *Registry) Secret(ctx context.Context, key types.NamespacedName, field string) (*corev1.Secret, error) {
-	ttl := r.SecretTTL
-	if ttl == 0 {
-		ttl = 10 * time.Second
-	}
-	r.mu.Lock()
-	if c, ok := r.secrets[key]; ok && time.Since(c.at) < ttl {
-		r.mu.Unlock()
-		return c.secret, nil
-	}
-	r.mu.Unlock()
-	reader := r.APIReader
-	if reader == nil {
-		reader = r.Client
-	}
-	secret := &corev1.Secret{}
-	if err := reader.Get(ctx, key, secret); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return nil, providers.Transient("SecretUnreadable", 0, fmt.Errorf("reading Secret %s (%s): %w", key, field, err))
-		}
-		return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
-			"Secret %s (%s) not found: create it, or check the ExternalSecret that syncs it", key, field), nil)
-	}
-	if _, ok := secret.Labels[meta.CredentialsLabel]; !ok {
-		return nil, providers.Permanent(meta.SecretNotFoundReason, fmt.Sprintf(
-			"Secret %s (%s) lacks the label %s, which marks the Secrets HyperFleet may read: add it (in the ExternalSecret's target template)",
-			key, field, meta.CredentialsLabel), nil)
-	}
-	r.mu.Lock()
-	if r.secrets == nil {
-		r.secrets = map[types.NamespacedName]secretRead{}
-	}
-	r.secrets[key] = secretRead{secret: secret, at: time.Now()}
-	r.mu.Unlock()
-	return secret, nil
-}
-
 func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.KeyReference) ([]byte, error) {
 	if ref.Kind == meta.ConfigMapKind {
 		cm := &corev1.ConfigMap{}
-		reader := r.APIReader
-		if reader == nil {
-			reader = r.Client
-		}
-		if err := reader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, cm); err != nil {
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, cm); err != nil {
 			if apierrors.IsNotFound(err) {
 				return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s (spec.tls.caBundleRef) not found", namespace, ref.Name), nil)
 			}
@@ -181,7 +123,7 @@ func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.Key
 		}
 		return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s has no key %q, or it is empty (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
 	}
-	secret, err := r.secret(ctx, namespace, ref.Name, "spec.tls.caBundleRef")
+	secret, err := r.Credentials.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, "spec.tls.caBundleRef")
 	if err != nil {
 		return nil, err
 	}

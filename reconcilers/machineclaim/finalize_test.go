@@ -29,7 +29,10 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 	if err := l.c.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
-	// The suite's manager runs with an 8 s finalization timeout.
+	// The deletion fails and is retried; then the suite's 8 s finalization
+	// timeout passes.
+	l.waitPhase("stuck", hypervisorv1alpha1.MachineStopping, 30*time.Second)
+	claimClock.Step(t, 9*time.Second)
 	eventually.That(t, 40*time.Second, func() (bool, string) {
 		err := l.get(mc)
 		return apierrors.IsNotFound(err), fmt.Sprintf("claim still present (%v): %s", err, describe(mc.Status.Phase, mc.Status.Conditions))

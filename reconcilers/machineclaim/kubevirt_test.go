@@ -132,6 +132,7 @@ func TestKubeVirtClaimLifecycleWithTimeout(t *testing.T) {
 		t.Errorf("cloud-init user data: %q", ud)
 	}
 
+	claimClock.Step(t, 4*time.Second) // the claim's timeout
 	mc = l.waitPhase("box", hypervisorv1alpha1.MachineTerminated, 30*time.Second)
 	if mc.Status.TerminationReason != "Expired" {
 		t.Errorf("termination reason %q, want Expired", mc.Status.TerminationReason)

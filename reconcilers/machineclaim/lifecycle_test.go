@@ -60,6 +60,7 @@ func TestClaimLifecycleWithTimeout(t *testing.T) {
 		t.Errorf("ipconfig0 = %q", got)
 	}
 
+	claimClock.Step(t, 4*time.Second) // the claim's timeout
 	mc = l.waitPhase("box", hypervisorv1alpha1.MachineTerminated, 30*time.Second)
 	if mc.Status.TerminationReason != "Expired" {
 		t.Errorf("termination reason %q, want Expired", mc.Status.TerminationReason)

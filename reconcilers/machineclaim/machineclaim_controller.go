@@ -5,13 +5,10 @@ package machineclaim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -27,8 +24,9 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Finalizer keeps a claim until its machine is deleted (or the deadline passes).
@@ -40,8 +38,16 @@ const templateRefIndex = "machineclaim.templateRef"
 type Reconciler struct {
 	Client      client.Client
 	Hypervisors *hypervisors.Registry
+	// APIReader reads KubeVirt templates held in ConfigMaps, uncached, so
+	// an edit reaches the very next machine.
+	APIReader client.Reader
+	// Credentials reads spec.userDataSecretRef (a GET, label-gated).
+	Credentials *credentials.Reader
 	Recorder    events.EventRecorder
-	Clock       clock.Clock
+	// Clock tells provisioning timeouts, expiries and the finalization
+	// deadline (the real clock when nil); tests step a fake one instead of
+	// waiting them out.
+	Clock clock.PassiveClock
 	// ObserveInterval is how often a running machine is looked at (30 s).
 	ObserveInterval time.Duration
 	// FinalizationTimeout bounds how long deletion waits for an unreachable
@@ -75,7 +81,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 8
 	}
 	registerMetrics.Do(func() {
-		metrics.Registry.MustRegister(provisionDuration, finalizerDeadlineExceeded, machinesCollector{reader: mgr.GetCache()})
+		metrics.Registry.MustRegister(provisionDuration, finalizerDeadlineExceeded,
+			machinesCollector{reader: mgr.GetCache(), providers: r.Hypervisors.Providers()})
 	})
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.MachineClaim{}, templateRefIndex,
 		func(o client.Object) []string {
@@ -106,15 +113,34 @@ func (r *Reconciler) claimsForTemplate(ctx context.Context, o client.Object) []r
 	return reqs
 }
 
-// scope carries one reconcile's state between phases and into the status.
+// scope is one reconcile: what it read, and what its phases observed and
+// decided. computeStatus derives the claim's status from it alone.
 type scope struct {
 	claim    *hypervisorv1alpha1.MachineClaim
+	patch    *skeleton.StatusPatch
+	now      time.Time
 	template *hypervisorv1alpha1.HypervisorMachineTemplate
 	cluster  *hypervisorv1alpha1.HypervisorCluster
 	provider providers.Hypervisor
-	// outcome is what the status will say; phases set it.
-	outcome outcome
-	now     time.Time
+	// timeout is the finalization timeout, for the deletion message.
+	timeout time.Duration
+
+	// The facts, each recorded by one phase.
+
+	// blocked: the claim cannot go on (a dependency missing or not ready,
+	// a provider error, no free address).
+	blocked *blocker
+	// progress: what making the machine is at before the provider reports
+	// on it (a reference chosen, an address taken).
+	progress string
+	// machine: the machine as the provider last reported it.
+	machine *providers.Machine
+	// deletion: the machine is being deleted.
+	deletion *deletion
+	// ended: the machine is gone; how (TerminationReason says why).
+	ended string
+	// released: the finalizer was removed; nothing more is written.
+	released bool
 }
 
 // Reconcile drives one claim.
@@ -123,18 +149,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := claim.DeepCopy()
-	s := &scope{claim: claim, now: r.Clock.Now()}
+	s := &scope{claim: claim, now: r.Clock.Now(), timeout: r.FinalizationTimeout}
+	s.patch = skeleton.NewStatusPatch(r.Client, claim)
+	from := claim.Status.Phase
 	defer func() {
-		r.setStatus(s)
-		r.recordTransition(before, claim, s)
-		if err := r.patchStatus(ctx, before, claim, s); err != nil && retErr == nil {
-			retErr = err
-		}
+		summary := computeStatus(s, retErr)
+		r.recordTransition(claim, from, summary, s)
+		result, retErr = s.patch.Finalize(ctx, summary, result, retErr)
 	}()
 
 	if !claim.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, s)
+		return skeleton.RunPhases(ctx, s, r.finalize)
 	}
 	if !controllerutil.ContainsFinalizer(claim, Finalizer) {
 		patch := client.MergeFrom(claim.DeepCopy())
@@ -142,59 +167,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if err := r.Client.Patch(ctx, claim, patch); err != nil {
 			return ctrl.Result{}, err
 		}
-		before.Finalizers = claim.Finalizers
-		before.ResourceVersion = claim.ResourceVersion
+		s.patch.Rebase()
 	}
-	return r.reconcilePhases(ctx, s)
-}
-
-// finalize deletes the machine, then releases the claim. Past the deadline
-// the claim is released anyway — with a Warning event, a metric and the
-// machine left to the orphan sweeper — so an unreachable hypervisor cannot
-// pin it forever.
-func (r *Reconciler) finalize(ctx context.Context, s *scope) (ctrl.Result, error) {
-	claim := s.claim
-	if !controllerutil.ContainsFinalizer(claim, Finalizer) {
-		return ctrl.Result{}, nil
-	}
-	ref := machineRef(claim)
-	done := ref.Name == "" && ref.VMID == 0
-	var err error
-	if !done {
-		s.outcome = stopping("deleting the machine because the claim is being deleted")
-		err = r.deleteMachine(ctx, s)
-		if errors.Is(err, providers.ErrNotOwned) {
-			// The recorded VMID holds someone else's VM: nothing of ours to delete.
-			r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "NothingToDelete", "Delete",
-				"VMID %d holds a VM HyperFleet does not own; left untouched", ref.VMID)
-			err = nil
-		}
-		done = err == nil
-	}
-	if !done {
-		deadline := claim.DeletionTimestamp.Add(r.FinalizationTimeout)
-		if s.now.Before(deadline) {
-			if errors.Is(err, providers.ErrInProgress) {
-				return ctrl.Result{RequeueAfter: 2 * time.Second}, nil
-			}
-			s.outcome.message = fmt.Sprintf("deleting the machine failed, retrying until %s: %v", deadline.UTC().Format(time.RFC3339), err)
-			return ctrl.Result{RequeueAfter: r.backoff.next(claim.UID, providers.RetryAfter(err))}, nil
-		}
-		finalizerDeadlineExceeded.WithLabelValues(string(claim.Status.Provider)).Inc()
-		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
-			"Released after %s without confirming machine %s (VMID %d) was deleted: %v; the orphan sweeper deletes it once the hypervisor answers",
-			r.FinalizationTimeout, ref.Name, ref.VMID, err)
-	} else {
-		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
-	}
-	patch := client.MergeFrom(claim.DeepCopy())
-	controllerutil.RemoveFinalizer(claim, Finalizer)
-	r.backoff.reset(claim.UID)
-	if err := r.Client.Patch(ctx, claim, patch); err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, err
-	}
-	s.outcome.skipStatus = true
-	return ctrl.Result{}, nil
+	return skeleton.RunPhases(ctx, s,
+		r.ended, r.retire, r.resolve, r.deadlines, r.assignReference, r.ensureAddress, r.provision, r.observe)
 }
 
 // deleteMachine asks the claim's cluster to delete the machine: nil once gone.
@@ -233,13 +209,6 @@ func (r *Reconciler) providerForClaim(ctx context.Context, s *scope) (providers.
 	}
 	s.cluster, s.provider = cluster, p
 	return p, nil
-}
-
-func (r *Reconciler) patchStatus(ctx context.Context, before, claim *hypervisorv1alpha1.MachineClaim, s *scope) error {
-	if s.outcome.skipStatus {
-		return nil
-	}
-	return conditions.PatchStatus(ctx, r.Client, before, claim)
 }
 
 func machineRef(c *hypervisorv1alpha1.MachineClaim) providers.MachineRef {

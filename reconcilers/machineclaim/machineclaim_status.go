@@ -3,72 +3,136 @@ package machineclaim
 import (
 	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
-
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
-// outcome is what a reconcile concluded; setStatus turns it into status.
-type outcome struct {
-	phase   hypervisorv1alpha1.MachinePhase
-	state   conditions.State
-	reason  string
-	message string
-	// skipStatus: the claim was released (finalizer removed); write nothing.
-	skipStatus bool
+// blocker is why a claim cannot go on: a dependency missing or not ready,
+// a provider error, no free address.
+type blocker struct {
+	state           conditions.State
+	reason, message string
+	// keepPhase: a passing provider error leaves the phase as it was (a
+	// Ready machine the hypervisor briefly does not answer for stays Ready);
+	// any other blocker puts the claim back to Pending.
+	keepPhase bool
 }
 
-func pending(state conditions.State, reason, message string) outcome {
-	return outcome{phase: hypervisorv1alpha1.MachinePending, state: state, reason: reason, message: message}
+// deletion is a machine being deleted.
+type deletion struct {
+	// finalizing: because the claim is being deleted (else the claim is
+	// retiring its machine: expired, shut down, timed out).
+	finalizing bool
+	// err is the last delete call's failure; nil while it is under way.
+	err error
 }
 
-func provisioning(progress string) outcome {
+// computeStatus sets status.phase (and drops the addresses of a machine
+// that is gone) from what the phases observed, and returns the conditions'
+// summary. It reads nothing but s, so it is table-tested on its own. An
+// empty summary means the reconcile concluded nothing new: the conditions
+// stay as they are (a reconcile that failed before observing anything).
+func computeStatus(s *scope, _ error) conditions.Summary {
+	c := s.claim
+	var (
+		phase   hypervisorv1alpha1.MachinePhase
+		summary conditions.Summary
+	)
+	switch {
+	case s.released:
+		return conditions.Summary{}
+	case s.ended != "":
+		phase = hypervisorv1alpha1.MachineTerminated
+		if c.Status.TerminationReason == ReasonProvisioningTimeout {
+			phase = hypervisorv1alpha1.MachineFailed
+		}
+		c.Status.Addresses = nil
+		summary = endedSummary(phase, c.Status.TerminationReason, s.ended)
+	case s.deletion != nil:
+		phase = hypervisorv1alpha1.MachineStopping
+		summary = conditions.Summary{State: conditions.Progressing, Reason: "Stopping", Message: deletionMessage(s)}
+	case terminal(c.Status.Phase):
+		phase = c.Status.Phase
+		summary = endedSummary(phase, c.Status.TerminationReason, "")
+	case s.blocked != nil:
+		phase = hypervisorv1alpha1.MachinePending
+		if s.blocked.keepPhase && c.Status.Phase != "" {
+			phase = c.Status.Phase
+		}
+		summary = conditions.Summary{State: s.blocked.state, Reason: s.blocked.reason, Message: s.blocked.message}
+	case s.machine != nil:
+		phase, summary = machineStatus(c, *s.machine)
+	case s.progress != "":
+		phase, summary = hypervisorv1alpha1.MachineProvisioning, provisioning(s.progress)
+	default:
+		return conditions.Summary{}
+	}
+	c.Status.Phase = phase
+	return summary
+}
+
+// machineStatus is the phase of a machine as the provider reported it.
+func machineStatus(c *hypervisorv1alpha1.MachineClaim, m providers.Machine) (hypervisorv1alpha1.MachinePhase, conditions.Summary) {
+	switch {
+	case !m.Provisioned || m.State == providers.PowerProvisioning || m.State == providers.PowerUnknown:
+		return hypervisorv1alpha1.MachineProvisioning, provisioning(m.Progress)
+	case len(m.Addresses) == 0:
+		return hypervisorv1alpha1.MachineRunning, conditions.Summary{State: conditions.Progressing, Reason: "WaitingForAddress",
+			Message: "the machine runs; waiting for the guest to report an address"}
+	}
+	return hypervisorv1alpha1.MachineReady, conditions.Summary{State: conditions.Ready, Reason: "MachineReady",
+		Message: fmt.Sprintf("machine %s is ready at %s on %s", c.Status.MachineName, m.Addresses[0], m.Node)}
+}
+
+func provisioning(progress string) conditions.Summary {
 	if progress == "" {
 		progress = "provisioning"
 	}
-	return outcome{phase: hypervisorv1alpha1.MachineProvisioning, state: conditions.Progressing, reason: "Provisioning",
-		message: "the machine is being made: " + progress}
+	return conditions.Summary{State: conditions.Progressing, Reason: "Provisioning", Message: "the machine is being made: " + progress}
 }
 
-func stopping(message string) outcome {
-	return outcome{phase: hypervisorv1alpha1.MachineStopping, state: conditions.Progressing, reason: "Stopping", message: message}
-}
-
-// ended is the outcome of a Terminated or Failed claim.
-func ended(c *hypervisorv1alpha1.MachineClaim) outcome {
-	if c.Status.Phase == hypervisorv1alpha1.MachineFailed {
-		return outcome{phase: hypervisorv1alpha1.MachineFailed, state: conditions.Stalled, reason: c.Status.TerminationReason,
-			message: "provisioning failed for good; delete the claim (or let its pool replace it)"}
+func deletionMessage(s *scope) string {
+	c, d := s.claim, s.deletion
+	switch {
+	case d.finalizing && d.err != nil:
+		// The deadline is given as a duration: a timestamp in a message
+		// would make every status write a change.
+		return fmt.Sprintf("deleting the machine failed, retrying for up to %s after the claim's deletion: %v", s.timeout, d.err)
+	case d.finalizing:
+		return "deleting the machine because the claim is being deleted"
+	case d.err != nil:
+		return fmt.Sprintf("deleting machine %s failed, retrying: %v", c.Status.MachineName, d.err)
 	}
-	return outcome{phase: hypervisorv1alpha1.MachineTerminated, state: conditions.Finished, reason: c.Status.TerminationReason,
-		message: "the machine is gone; the claim remains as a record until deleted"}
+	return fmt.Sprintf("deleting machine %s (%s)", c.Status.MachineName, c.Status.TerminationReason)
 }
 
-// setStatus writes phase and the kstatus conditions from the outcome.
-func (r *Reconciler) setStatus(s *scope) {
-	if s.outcome.skipStatus || s.outcome.reason == "" {
+// endedSummary is the summary of a Terminated or Failed claim; how, when
+// set, says how the machine went in this very reconcile.
+func endedSummary(phase hypervisorv1alpha1.MachinePhase, reason, how string) conditions.Summary {
+	s := conditions.Summary{State: conditions.Finished, Reason: reason,
+		Message: "the machine is gone; the claim remains as a record until deleted"}
+	if phase == hypervisorv1alpha1.MachineFailed {
+		s = conditions.Summary{State: conditions.Stalled, Reason: reason,
+			Message: "provisioning failed for good; delete the claim (or let its pool replace it)"}
+	}
+	if how != "" {
+		s.Message = how + "; " + s.Message
+	}
+	return s
+}
+
+func terminal(p hypervisorv1alpha1.MachinePhase) bool {
+	return p == hypervisorv1alpha1.MachineTerminated || p == hypervisorv1alpha1.MachineFailed
+}
+
+// recordTransition emits an event named for the new phase when the phase
+// changed: a Warning for Failed or Stalled.
+func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from hypervisorv1alpha1.MachinePhase, summary conditions.Summary, s *scope) {
+	if s.released || summary.Reason == "" {
 		return
 	}
-	c := s.claim
-	c.Status.ObservedGeneration = c.Generation
-	c.Status.Phase = s.outcome.phase
-	conditions.Set(c, c.Generation, conditions.Summary{State: s.outcome.state, Reason: s.outcome.reason, Message: s.outcome.message})
-}
-
-// recordTransition emits an event when the phase changes.
-func (r *Reconciler) recordTransition(before, after *hypervisorv1alpha1.MachineClaim, s *scope) {
-	if s.outcome.skipStatus || before.Status.Phase == after.Status.Phase || after.Status.Phase == "" {
-		return
-	}
-	kind := corev1.EventTypeNormal
-	if after.Status.Phase == hypervisorv1alpha1.MachineFailed || s.outcome.state == conditions.Stalled {
-		kind = corev1.EventTypeWarning
-	}
-	from := before.Status.Phase
-	if from == "" {
-		from = "New"
-	}
-	r.Recorder.Eventf(after, nil, kind, string(after.Status.Phase), "Reconcile", "%s → %s: %s",
-		from, after.Status.Phase, fmt.Sprint(s.outcome.message))
+	warning := c.Status.Phase == hypervisorv1alpha1.MachineFailed || summary.State == conditions.Stalled
+	skeleton.PhaseEvent(r.Recorder, c, string(from), string(c.Status.Phase), summary.Message, warning)
 }

@@ -25,7 +25,12 @@ var (
 
 // machinesCollector sets hyperfleet_machines from real counts at every
 // scrape, so it never drifts the way ±1 gauges do across restarts.
-type machinesCollector struct{ reader client.Reader }
+// The providers are the registry's, so a new provider is counted without
+// an edit here.
+type machinesCollector struct {
+	reader    client.Reader
+	providers []hypervisorv1alpha1.ProviderType
+}
 
 func (c machinesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- machinesDesc }
 
@@ -39,7 +44,7 @@ func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, p := range []hypervisorv1alpha1.MachinePhase{hypervisorv1alpha1.MachinePending, hypervisorv1alpha1.MachineProvisioning,
 		hypervisorv1alpha1.MachineRunning, hypervisorv1alpha1.MachineReady, hypervisorv1alpha1.MachineStopping,
 		hypervisorv1alpha1.MachineTerminated, hypervisorv1alpha1.MachineFailed} {
-		for _, prov := range []hypervisorv1alpha1.ProviderType{hypervisorv1alpha1.ProviderProxmox, hypervisorv1alpha1.ProviderKubeVirt} {
+		for _, prov := range c.providers {
 			counts[key{string(p), string(prov)}] = 0
 		}
 	}

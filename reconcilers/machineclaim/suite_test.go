@@ -7,6 +7,7 @@ import (
 	"log"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(logr.Discard())
 		opts := manager.Options{
 			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "hyperfleet-system",
-			ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second,
+			ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second, MachineClaimClock: claimClock,
 			OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: 2 * time.Second,
 		}
 		ctx, cancel := context.WithCancel(context.Background())
@@ -62,6 +63,23 @@ func TestMain(m *testing.M) {
 			kvSim.Stop()
 		}, nil
 	})
+}
+
+// claimClock is the MachineClaims' clock: real time plus what the tests
+// stepped it by, so a claim's timeout or the finalization deadline passes
+// when a test says so instead of being waited out.
+var claimClock = &steppedClock{}
+
+type steppedClock struct{ offset atomic.Int64 }
+
+func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// Step moves the clock d ahead until t ends, so no later test finds its
+// deadlines already past.
+func (c *steppedClock) Step(t *testing.T, d time.Duration) {
+	c.offset.Add(int64(d))
+	t.Cleanup(func() { c.offset.Add(-int64(d)) })
 }
 
 // kvSim plays KubeVirt for the package's KubeVirt tests.

@@ -26,7 +26,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -44,7 +44,7 @@ const DefaultAgentPath = "/usr/local/bin/hyperfleet-bootstrap"
 type Reconciler struct {
 	Client client.Client
 	// Secrets reads the pools' GitHub credentials (a GET, label-gated).
-	Secrets *hypervisors.Registry
+	Secrets *credentials.Reader
 	// GitHub keeps one client per credentials, shared by pools.
 	GitHub *github.Clients
 	// RateLimiter is the GitHub budget every pool shares.

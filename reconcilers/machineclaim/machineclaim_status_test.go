@@ -1,0 +1,163 @@
+package machineclaim
+
+import (
+	"errors"
+	"regexp"
+	"testing"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+)
+
+var timestamp = regexp.MustCompile(`\d{4}-\d{2}-\d{2}T\d{2}:\d{2}`)
+
+// Every state a claim can be in, from the facts its phases record.
+func TestComputeStatus(t *testing.T) {
+	running := providers.Machine{Provisioned: true, State: providers.PowerRunning, Node: "pve1", Addresses: []string{"10.0.0.5"}}
+	deleteErr := errors.New("503 Service Unavailable")
+	cases := []struct {
+		name string
+		// phase and reason are the claim's status as read.
+		phase  hypervisorv1alpha1.MachinePhase
+		reason string
+		facts  func(*scope)
+
+		wantPhase  hypervisorv1alpha1.MachinePhase
+		wantState  conditions.State
+		wantReason string
+		// wantNothing: the reconcile concluded nothing; no condition is set.
+		wantNothing bool
+	}{
+		{name: "nothing observed (an API error before any phase concluded)", phase: hypervisorv1alpha1.MachineReady, facts: func(*scope) {},
+			wantPhase: hypervisorv1alpha1.MachineReady, wantNothing: true},
+		{name: "released", phase: hypervisorv1alpha1.MachineStopping, facts: func(s *scope) { s.released = true },
+			wantPhase: hypervisorv1alpha1.MachineStopping, wantNothing: true},
+		{name: "template missing", facts: func(s *scope) {
+			s.blocked = &blocker{state: conditions.Waiting, reason: meta.DependencyNotFoundReason, message: "HypervisorMachineTemplate x (spec.templateRef) not found"}
+		}, wantPhase: hypervisorv1alpha1.MachinePending, wantState: conditions.Waiting, wantReason: meta.DependencyNotFoundReason},
+		{name: "permanent provider error stalls, back to Pending", phase: hypervisorv1alpha1.MachineProvisioning, facts: func(s *scope) {
+			s.blocked = &blocker{state: conditions.Stalled, reason: "TemplateNotFound", message: "no template 9000"}
+		}, wantPhase: hypervisorv1alpha1.MachinePending, wantState: conditions.Stalled, wantReason: "TemplateNotFound"},
+		{name: "transient provider error keeps the phase", phase: hypervisorv1alpha1.MachineReady, facts: func(s *scope) {
+			s.blocked = &blocker{state: conditions.Waiting, reason: "HypervisorError", message: "503", keepPhase: true}
+		}, wantPhase: hypervisorv1alpha1.MachineReady, wantState: conditions.Waiting, wantReason: "HypervisorError"},
+		{name: "transient provider error on a new claim", facts: func(s *scope) {
+			s.blocked = &blocker{state: conditions.Waiting, reason: "HypervisorError", message: "503", keepPhase: true}
+		}, wantPhase: hypervisorv1alpha1.MachinePending, wantState: conditions.Waiting, wantReason: "HypervisorError"},
+		{name: "queued clone progresses", phase: hypervisorv1alpha1.MachineProvisioning, facts: func(s *scope) {
+			s.blocked = &blocker{state: conditions.Progressing, reason: "CloneQueued", message: "at the clone limit", keepPhase: true}
+		}, wantPhase: hypervisorv1alpha1.MachineProvisioning, wantState: conditions.Progressing, wantReason: "CloneQueued"},
+		{name: "address pool exhausted", facts: func(s *scope) {
+			s.blocked = &blocker{state: conditions.Waiting, reason: "AddressPoolExhausted", message: "all 2 addresses are taken"}
+		}, wantPhase: hypervisorv1alpha1.MachinePending, wantState: conditions.Waiting, wantReason: "AddressPoolExhausted"},
+		{name: "reference chosen", facts: func(s *scope) { s.progress = "chose machine hf-ns-box" },
+			wantPhase: hypervisorv1alpha1.MachineProvisioning, wantState: conditions.Progressing, wantReason: "Provisioning"},
+		{name: "cloning", phase: hypervisorv1alpha1.MachineProvisioning, facts: func(s *scope) {
+			s.progress = "chose machine hf-ns-box"
+			s.machine = &providers.Machine{State: providers.PowerProvisioning, Progress: "cloning"}
+		}, wantPhase: hypervisorv1alpha1.MachineProvisioning, wantState: conditions.Progressing, wantReason: "Provisioning"},
+		{name: "state unknown", phase: hypervisorv1alpha1.MachineReady, facts: func(s *scope) {
+			s.machine = &providers.Machine{Provisioned: true, State: providers.PowerUnknown}
+		}, wantPhase: hypervisorv1alpha1.MachineProvisioning, wantState: conditions.Progressing, wantReason: "Provisioning"},
+		{name: "running without an address", phase: hypervisorv1alpha1.MachineProvisioning, facts: func(s *scope) {
+			s.machine = &providers.Machine{Provisioned: true, State: providers.PowerRunning, Node: "pve1"}
+		}, wantPhase: hypervisorv1alpha1.MachineRunning, wantState: conditions.Progressing, wantReason: "WaitingForAddress"},
+		{name: "ready", phase: hypervisorv1alpha1.MachineRunning, facts: func(s *scope) { s.machine = &running },
+			wantPhase: hypervisorv1alpha1.MachineReady, wantState: conditions.Ready, wantReason: "MachineReady"},
+		{name: "retiring", phase: hypervisorv1alpha1.MachineReady, reason: ReasonExpired, facts: func(s *scope) {
+			s.machine = &running
+			s.deletion = &deletion{}
+		}, wantPhase: hypervisorv1alpha1.MachineStopping, wantState: conditions.Progressing, wantReason: "Stopping"},
+		{name: "retiring, delete failed", phase: hypervisorv1alpha1.MachineStopping, reason: ReasonShutDown, facts: func(s *scope) {
+			s.deletion = &deletion{err: deleteErr}
+		}, wantPhase: hypervisorv1alpha1.MachineStopping, wantState: conditions.Progressing, wantReason: "Stopping"},
+		{name: "deleting the claim", phase: hypervisorv1alpha1.MachineReady, facts: func(s *scope) {
+			s.deletion = &deletion{finalizing: true}
+		}, wantPhase: hypervisorv1alpha1.MachineStopping, wantState: conditions.Progressing, wantReason: "Stopping"},
+		{name: "deleting the claim, hypervisor unreachable", phase: hypervisorv1alpha1.MachineStopping, facts: func(s *scope) {
+			s.deletion = &deletion{finalizing: true, err: deleteErr}
+		}, wantPhase: hypervisorv1alpha1.MachineStopping, wantState: conditions.Progressing, wantReason: "Stopping"},
+		{name: "deleting a Terminated claim whose hypervisor fails", phase: hypervisorv1alpha1.MachineTerminated, reason: ReasonExpired, facts: func(s *scope) {
+			s.deletion = &deletion{finalizing: true, err: deleteErr}
+		}, wantPhase: hypervisorv1alpha1.MachineStopping, wantState: conditions.Progressing, wantReason: "Stopping"},
+		{name: "expired machine deleted", phase: hypervisorv1alpha1.MachineStopping, reason: ReasonExpired, facts: func(s *scope) {
+			s.deletion = &deletion{}
+			s.ended = "machine hf-ns-box deleted"
+		}, wantPhase: hypervisorv1alpha1.MachineTerminated, wantState: conditions.Finished, wantReason: ReasonExpired},
+		{name: "machine deleted outside", phase: hypervisorv1alpha1.MachineReady, reason: ReasonDeleted, facts: func(s *scope) {
+			s.ended = "the machine was deleted outside HyperFleet"
+		}, wantPhase: hypervisorv1alpha1.MachineTerminated, wantState: conditions.Finished, wantReason: ReasonDeleted},
+		{name: "provisioning timed out", phase: hypervisorv1alpha1.MachineStopping, reason: ReasonProvisioningTimeout, facts: func(s *scope) {
+			s.deletion = &deletion{}
+			s.ended = "no machine was made"
+		}, wantPhase: hypervisorv1alpha1.MachineFailed, wantState: conditions.Stalled, wantReason: ReasonProvisioningTimeout},
+		{name: "Terminated stays", phase: hypervisorv1alpha1.MachineTerminated, reason: ReasonShutDown, facts: func(*scope) {},
+			wantPhase: hypervisorv1alpha1.MachineTerminated, wantState: conditions.Finished, wantReason: ReasonShutDown},
+		{name: "Failed stays", phase: hypervisorv1alpha1.MachineFailed, reason: ReasonProvisioningTimeout, facts: func(*scope) {},
+			wantPhase: hypervisorv1alpha1.MachineFailed, wantState: conditions.Stalled, wantReason: ReasonProvisioningTimeout},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &hypervisorv1alpha1.MachineClaim{
+				ObjectMeta: metav1.ObjectMeta{Name: "box", Namespace: "ns", Generation: 2},
+				Status: hypervisorv1alpha1.MachineClaimStatus{
+					Phase: tc.phase, TerminationReason: tc.reason, MachineName: "hf-ns-box",
+					Addresses: []hypervisorv1alpha1.MachineAddress{{Type: "IPv4", Address: "10.0.0.5"}},
+				},
+			}
+			s := &scope{claim: claim, now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), timeout: 10 * time.Minute}
+			tc.facts(s)
+			got := computeStatus(s, nil)
+			if claim.Status.Phase != tc.wantPhase {
+				t.Errorf("phase %q, want %q", claim.Status.Phase, tc.wantPhase)
+			}
+			if tc.wantNothing {
+				if got.Reason != "" {
+					t.Errorf("summary %+v, want none", got)
+				}
+				return
+			}
+			if got.State != tc.wantState || got.Reason != tc.wantReason {
+				t.Errorf("summary %+v, want state %d reason %s", got, tc.wantState, tc.wantReason)
+			}
+			if got.Message == "" || timestamp.MatchString(got.Message) {
+				t.Errorf("message %q: want one, without a timestamp", got.Message)
+			}
+			if terminal(claim.Status.Phase) && s.ended != "" && claim.Status.Addresses != nil {
+				t.Errorf("a machine that is gone keeps its addresses: %v", claim.Status.Addresses)
+			}
+			// As the finalize-status step writes it after a successful reconcile.
+			conditions.Set(claim, claim.Generation, got)
+			claim.Status.ObservedGeneration = claim.Generation
+			if v := conditions.Violations(claim, true); len(v) > 0 {
+				t.Errorf("kstatus violations: %v", v)
+			}
+			ready := apimeta.FindStatusCondition(claim.Status.Conditions, meta.ReadyCondition)
+			if wantReady := tc.wantState == conditions.Ready; ready == nil || (ready.Status == metav1.ConditionTrue) != wantReady {
+				t.Errorf("Ready condition %+v, want Ready=%v", ready, wantReady)
+			}
+			if stalled := apimeta.IsStatusConditionTrue(claim.Status.Conditions, meta.StalledCondition); stalled != (tc.wantState == conditions.Stalled) {
+				t.Errorf("Stalled=%v, want %v", stalled, tc.wantState == conditions.Stalled)
+			}
+			if reconciling := apimeta.IsStatusConditionTrue(claim.Status.Conditions, meta.ReconcilingCondition); reconciling != (tc.wantState == conditions.Progressing) {
+				t.Errorf("Reconciling=%v, want %v", reconciling, tc.wantState == conditions.Progressing)
+			}
+		})
+	}
+}
+
+// The finalization deadline is told as a duration, never as a timestamp.
+func TestDeletionMessageHasNoTimestamp(t *testing.T) {
+	s := &scope{claim: &hypervisorv1alpha1.MachineClaim{}, timeout: 8 * time.Second,
+		deletion: &deletion{finalizing: true, err: errors.New("503")}}
+	want := "deleting the machine failed, retrying for up to 8s after the claim's deletion: 503"
+	if got := deletionMessage(s); got != want {
+		t.Errorf("message %q, want %q", got, want)
+	}
+}
