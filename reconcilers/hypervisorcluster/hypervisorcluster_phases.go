@@ -84,11 +84,10 @@ func (r *Reconciler) check(ctx context.Context, s *scope) (skeleton.Result, erro
 	return skeleton.Requeue(s.interval), nil
 }
 
-// retryAfter: a transient failure retries at the provider's hint (else
-// TransientRetry, 15 s);
-// a permanent one waits for the health-check interval, at most 30 s: Secrets
-// outside the operator's namespace are not watched, so a fixed or rotated
-// credential is noticed by looking again.
+// retryAfter: a transient failure retries at the provider's hint, else after
+// TransientRetry (15 s); a permanent one waits for the health-check
+// interval, at most 30 s: Secrets outside the operator's namespace are not
+// watched, so a fixed or rotated credential is noticed by looking again.
 func (r *Reconciler) retryAfter(err error, interval time.Duration) time.Duration {
 	if _, permanent := providers.IsPermanent(err); permanent {
 		return min(interval, 30*time.Second)
