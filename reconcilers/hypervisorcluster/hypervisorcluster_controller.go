@@ -32,9 +32,11 @@ type Reconciler struct {
 	Recorder    events.EventRecorder
 	// Clock stamps status.lastCheckTime; the real clock unless a test sets one.
 	Clock clock.PassiveClock
-	// TransientRetry is how soon a transient failure that carries no hint of
-	// its own is retried (15 s); suites shorten it instead of waiting it out.
-	TransientRetry time.Duration
+	// RetryCap, when set, caps the pause before a failed check is retried
+	// (the provider's hint, else 15 s; at most 30 s after a permanent
+	// failure). Production leaves it unset; suites set it so a cleared fault
+	// is seen without waiting out the provider's backoff.
+	RetryCap time.Duration
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch
@@ -50,9 +52,6 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
-	}
-	if r.TransientRetry == 0 {
-		r.TransientRetry = defaultTransientRetry
 	}
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.HypervisorCluster{}, credentialsRefIndex,
 		func(o client.Object) []string {

@@ -85,18 +85,19 @@ func (r *Reconciler) check(ctx context.Context, s *scope) (skeleton.Result, erro
 }
 
 // retryAfter: a transient failure retries at the provider's hint, else after
-// TransientRetry (15 s); a permanent one waits for the health-check
-// interval, at most 30 s: Secrets outside the operator's namespace are not
-// watched, so a fixed or rotated credential is noticed by looking again.
+// 15 s; a permanent one waits for the health-check interval, at most 30 s:
+// Secrets outside the operator's namespace are not watched, so a fixed or
+// rotated credential is noticed by looking again. RetryCap, when set, caps
+// all three.
 func (r *Reconciler) retryAfter(err error, interval time.Duration) time.Duration {
+	d := defaultTransientRetry
 	if _, permanent := providers.IsPermanent(err); permanent {
-		return min(interval, 30*time.Second)
+		d = min(interval, 30*time.Second)
+	} else if hint := providers.RetryAfter(err); hint > 0 {
+		d = hint
 	}
-	if d := providers.RetryAfter(err); d > 0 {
-		return d
+	if r.RetryCap > 0 {
+		d = min(d, r.RetryCap)
 	}
-	if r.TransientRetry > 0 {
-		return r.TransientRetry
-	}
-	return defaultTransientRetry
+	return d
 }

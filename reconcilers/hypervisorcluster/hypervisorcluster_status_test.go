@@ -112,14 +112,19 @@ func TestRetryAfter(t *testing.T) {
 		name     string
 		err      error
 		interval time.Duration
+		cap      time.Duration
 		want     time.Duration
 	}{
-		{"permanent, short interval", providers.Permanent("AuthenticationFailed", "rejected", nil), time.Second, time.Second},
-		{"permanent, long interval", providers.Permanent("AuthenticationFailed", "rejected", nil), 5 * time.Minute, 30 * time.Second},
-		{"transient with a hint", providers.Transient("Busy", 7*time.Second, nil), time.Minute, 7 * time.Second},
-		{"transient without a hint", errors.New("refused"), time.Minute, 15 * time.Second},
+		{"permanent, short interval", providers.Permanent("AuthenticationFailed", "rejected", nil), time.Second, 0, time.Second},
+		{"permanent, long interval", providers.Permanent("AuthenticationFailed", "rejected", nil), 5 * time.Minute, 0, 30 * time.Second},
+		{"transient with a hint", providers.Transient("Busy", 7*time.Second, nil), time.Minute, 0, 7 * time.Second},
+		{"transient without a hint", errors.New("refused"), time.Minute, 0, 15 * time.Second},
+		{"capped hint", providers.Transient("Busy", 7*time.Second, nil), time.Minute, time.Second, time.Second},
+		{"capped default", errors.New("refused"), time.Minute, time.Second, time.Second},
+		{"capped permanent", providers.Permanent("AuthenticationFailed", "rejected", nil), 5 * time.Minute, time.Second, time.Second},
+		{"a cap above the pause", providers.Transient("Busy", 7*time.Second, nil), time.Minute, time.Hour, 7 * time.Second},
 	} {
-		if got := (&Reconciler{}).retryAfter(tt.err, tt.interval); got != tt.want {
+		if got := (&Reconciler{RetryCap: tt.cap}).retryAfter(tt.err, tt.interval); got != tt.want {
 			t.Errorf("%s: retryAfter = %v, want %v", tt.name, got, tt.want)
 		}
 	}

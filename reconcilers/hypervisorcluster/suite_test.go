@@ -13,9 +13,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
 )
 
-// transientRetry replaces the 15 s pause after a transient failure, so a
-// test that clears a fault does not wait it out.
-const transientRetry = 200 * time.Millisecond
+// retryCap caps the pause before a failed check is retried (the provider's
+// backoff hint, 10 s after a 5xx), so a test that clears a fault does not
+// wait it out.
+const retryCap = 200 * time.Millisecond
 
 // One manager runs the HypervisorCluster reconciler alone against the
 // package's control plane; each test has its own namespace and simulator.
@@ -31,7 +32,7 @@ func TestMain(m *testing.M) {
 		}
 		if err := (&hypervisorcluster.Reconciler{
 			Client: mgr.GetClient(), Hypervisors: hypervisorlab.NewRegistry(mgr),
-			Recorder: mgr.GetEventRecorder("hypervisorcluster"), TransientRetry: transientRetry,
+			Recorder: mgr.GetEventRecorder("hypervisorcluster"), RetryCap: retryCap,
 		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
