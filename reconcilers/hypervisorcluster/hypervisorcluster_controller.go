@@ -8,7 +8,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,9 +18,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // credentialsRefIndex indexes clusters by the Secret names they reference.
@@ -32,7 +30,13 @@ type Reconciler struct {
 	Client      client.Client
 	Hypervisors *hypervisors.Registry
 	Recorder    events.EventRecorder
-	Clock       clock.PassiveClock
+	// Clock stamps status.lastCheckTime; the real clock unless a test sets one.
+	Clock clock.PassiveClock
+	// RetryCap, when set, caps the pause before a failed check is retried
+	// (the provider's hint, else 15 s; at most 30 s after a permanent
+	// failure). Production leaves it unset; suites set it so a cleared fault
+	// is seen without waiting out the provider's backoff.
+	RetryCap time.Duration
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch
@@ -82,90 +86,22 @@ func (r *Reconciler) clustersForSecret(ctx context.Context, o client.Object) []r
 	return reqs
 }
 
-// Reconcile checks one HypervisorCluster.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+// Reconcile checks one HypervisorCluster. A cluster has no finalizer: it
+// owns nothing outside the API server, so a deleted one only drops its
+// cached provider.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	cluster := &hypervisorv1alpha1.HypervisorCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
-		if apierrors.IsNotFound(err) {
+		if client.IgnoreNotFound(err) == nil {
 			r.Hypervisors.Forget(req.NamespacedName)
-			return ctrl.Result{}, nil
 		}
-		return ctrl.Result{}, err
+		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	before := cluster.DeepCopy()
-	obs := r.observe(ctx, cluster)
-	r.setStatus(cluster, obs)
-	r.recordTransition(before, cluster)
-	if err := conditions.PatchStatus(ctx, r.Client, before, cluster); err != nil {
-		return ctrl.Result{}, err
-	}
-	return ctrl.Result{RequeueAfter: obs.requeueAfter}, nil
-}
-
-// observation is what one reconcile learned.
-type observation struct {
-	err          error
-	info         *clusterInfo
-	requeueAfter time.Duration
-}
-
-type clusterInfo struct {
-	version  string
-	nodes    []hypervisorv1alpha1.ClusterNode
-	machines int
-}
-
-func (r *Reconciler) observe(ctx context.Context, cluster *hypervisorv1alpha1.HypervisorCluster) observation {
-	interval := 5 * time.Minute
-	if d := cluster.Spec.HealthCheckInterval; d != nil && d.Duration > 0 {
-		interval = d.Duration
-	}
-	log := ctrl.LoggerFrom(ctx)
-	p, err := r.Hypervisors.For(ctx, cluster)
-	if err != nil {
-		return observation{err: err, requeueAfter: retryAfter(err, interval)}
-	}
-	log.V(1).Info("Checking the hypervisor", "provider", cluster.Spec.Provider, "endpoint", cluster.Spec.Endpoint)
-	info, err := p.Check(ctx)
-	if err != nil {
-		return observation{err: err, requeueAfter: retryAfter(err, interval)}
-	}
-	ci := &clusterInfo{version: info.Version}
-	for _, n := range info.Nodes {
-		ci.nodes = append(ci.nodes, hypervisorv1alpha1.ClusterNode{
-			Name: n.Name, Online: n.Online, CPUs: int32(n.CPUs), //nolint:gosec // CPU counts fit int32
-			MemoryTotalBytes: n.MemoryTotal, MemoryFreeBytes: n.MemoryFree,
-		})
-	}
-	if machines, err := p.List(ctx); err == nil {
-		ci.machines = len(machines)
-	}
-	return observation{info: ci, requeueAfter: interval}
-}
-
-// retryAfter: a transient failure retries at the provider's hint (else 15 s);
-// a permanent one waits for the health-check interval, at most 30 s: Secrets
-// outside the operator's namespace are not watched, so a fixed or rotated
-// credential is noticed by looking again.
-func retryAfter(err error, interval time.Duration) time.Duration {
-	if _, permanent := providers.IsPermanent(err); permanent {
-		return min(interval, 30*time.Second)
-	}
-	if d := providers.RetryAfter(err); d > 0 {
-		return d
-	}
-	return 15 * time.Second
-}
-
-func (r *Reconciler) recordTransition(before, after *hypervisorv1alpha1.HypervisorCluster) {
-	oldReason, _ := conditions.ReadyMessage(before)
-	reason, msg := conditions.ReadyMessage(after)
-	if reason == oldReason {
-		return
-	}
-	kind := corev1.EventTypeNormal
-	if !conditions.IsReady(after, after.Generation) {
-		kind = corev1.EventTypeWarning
-	}
-	r.Recorder.Eventf(after, nil, kind, reason, "Check", "%s", msg)
+	s := &scope{cluster: cluster, now: r.Clock.Now(), interval: healthCheckInterval(cluster)}
+	patch := skeleton.NewStatusPatch(r.Client, cluster)
+	defer func() {
+		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
+		r.recordEvents(patch.Before(), cluster)
+	}()
+	return skeleton.RunPhases(ctx, s, r.connect, r.check)
 }

@@ -9,46 +9,72 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // Ready reasons of a HypervisorCluster, beside the providers' own
 // (AuthenticationFailed, TLSVerificationFailed, HypervisorUnreachable, …).
 const (
 	ReasonConnected = "Connected"
+	// ReasonUnreachable is a transient failure that names no reason of its own.
+	ReasonUnreachable = "HypervisorUnreachable"
 )
 
-// setStatus computes every status field this reconciler owns from obs.
-func (r *Reconciler) setStatus(c *hypervisorv1alpha1.HypervisorCluster, obs observation) {
-	c.Status.ObservedGeneration = c.Generation
-	if obs.err == nil && obs.info != nil {
+// computeStatus sets the status fields this reconciler owns from what the
+// phases observed, and returns the conditions' summary:
+//   - the hypervisor answered: Ready/Connected, with version, nodes, machine
+//     count and lastCheckTime;
+//   - a permanent failure (bad credentials, an untrusted certificate, a
+//     missing Secret): Stalled with the provider's reason, retried all the
+//     same since an unwatched Secret may be fixed;
+//   - a transient one: Waiting, retried.
+//
+// It is pure: the time comes from the scope, and no message carries one.
+func computeStatus(s *scope, err error) conditions.Summary {
+	c := s.cluster
+	failure := s.failure
+	if failure == nil {
+		failure = err
+	}
+	if failure == nil && s.answer != nil {
+		a := s.answer
 		online := 0
-		for _, n := range obs.info.nodes {
+		for _, n := range a.nodes {
 			if n.Online {
 				online++
 			}
 		}
-		c.Status.Version = obs.info.version
-		c.Status.Nodes = obs.info.nodes
-		c.Status.Machines = int32(obs.info.machines) //nolint:gosec // machine counts fit int32
-		now := metav1.NewTime(r.Clock.Now())
+		c.Status.Version = a.version
+		c.Status.Nodes = a.nodes
+		c.Status.Machines = int32(a.machines) //nolint:gosec // machine counts fit int32
+		now := metav1.NewTime(s.now)
 		c.Status.LastCheckTime = &now
-		conditions.Set(c, c.Generation, conditions.Summary{
+		return conditions.Summary{
 			State: conditions.Ready, Reason: ReasonConnected,
-			Message: fmt.Sprintf("%s %s answers; %d of %d nodes online", c.Spec.Provider, obs.info.version, online, len(obs.info.nodes)),
-		})
-		return
+			Message: fmt.Sprintf("%s %s answers; %d of %d nodes online", c.Spec.Provider, a.version, online, len(a.nodes)),
+		}
 	}
-	if p, ok := providers.IsPermanent(obs.err); ok {
-		conditions.Set(c, c.Generation, conditions.Summary{State: conditions.Stalled, Reason: p.Reason, Message: p.Message})
-		return
+	if failure == nil {
+		// No phase concluded anything (there is none that can end so today):
+		// leave the conditions as they are.
+		return conditions.Summary{}
 	}
-	reason := "HypervisorUnreachable"
+	if p, ok := providers.IsPermanent(failure); ok {
+		return conditions.Summary{State: conditions.Stalled, Reason: p.Reason, Message: p.Message}
+	}
+	reason := ReasonUnreachable
 	var t *providers.TransientError
-	if errors.As(obs.err, &t) && t.Reason != "" {
+	if errors.As(failure, &t) && t.Reason != "" {
 		reason = t.Reason
 	}
-	conditions.Set(c, c.Generation, conditions.Summary{
+	return conditions.Summary{
 		State: conditions.Waiting, Reason: reason,
-		Message: fmt.Sprintf("cannot reach %s: %v; retrying", c.Spec.Endpoint, obs.err),
-	})
+		Message: fmt.Sprintf("cannot reach %s: %v; retrying", c.Spec.Endpoint, failure),
+	}
+}
+
+// recordEvents is the cluster's event policy: one event each time the Ready
+// reason changes, a Warning unless the cluster is now Ready.
+func (r *Reconciler) recordEvents(before skeleton.Object, after *hypervisorv1alpha1.HypervisorCluster) {
+	skeleton.ReasonEvent(r.Recorder, before, after, "Check", !conditions.IsReady(after, after.Generation))
 }

@@ -20,20 +20,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
-func TestClusterAndTemplateBecomeReady(t *testing.T) {
-	l := newLab(t)
-	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
-	l.waitReason(cluster, "Connected", 30*time.Second)
-	if cluster.Status.Version != "8.2.4" || len(cluster.Status.Nodes) != 2 || cluster.Status.LastCheckTime == nil {
-		t.Errorf("cluster status: version %q, nodes %v", cluster.Status.Version, cluster.Status.Nodes)
-	}
-	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}}
-	l.waitReason(tmpl, "SourceFound", 30*time.Second)
-	if tmpl.Status.ResolvedSource != "pve1/9000 (ubuntu-24.04)" {
-		t.Errorf("resolved source %q", tmpl.Status.ResolvedSource)
-	}
-}
-
 // The whole lifecycle: Pending → Provisioning → Running → Ready, then the
 // timeout ends it: the VM is deleted and the claim Terminated.
 func TestClaimLifecycleWithTimeout(t *testing.T) {
@@ -128,8 +114,10 @@ func TestDeleteDuringCloneLeavesNothing(t *testing.T) {
 	}
 }
 
-// A new API token in the Secret is used without a restart.
-func TestCredentialRotationNeedsNoRestart(t *testing.T) {
+// Claims made after a credential rotation use the new token, without a
+// restart. (The cluster's side of a rotation is tested in hypervisorcluster;
+// here its reasons only tell when the operator has seen each step.)
+func TestClaimsUseRotatedCredentials(t *testing.T) {
 	l := newLab(t)
 	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
 	l.waitReason(cluster, "Connected", 30*time.Second)
@@ -137,12 +125,6 @@ func TestCredentialRotationNeedsNoRestart(t *testing.T) {
 	tokenID, _ := l.sim.APIToken()
 	l.sim.SetAPIToken(tokenID, "rotated-secret-1")
 	l.waitReason(cluster, "AuthenticationFailed", 30*time.Second)
-	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
-		t.Errorf("bad credentials must be Stalled: %v", cluster.Status.Conditions)
-	}
-	if strings.Contains(describe("", cluster.Status.Conditions), "rotated-secret-1") {
-		t.Fatal("a condition message leaks the token secret")
-	}
 
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
 	if err := l.get(secret); err != nil {
@@ -159,70 +141,16 @@ func TestCredentialRotationNeedsNoRestart(t *testing.T) {
 	l.waitPhase("after-rotation", hypervisorv1alpha1.MachineReady, time.Minute)
 }
 
-// Each failure gives its documented reason and recovers when it clears.
-func TestFaultsAreReportedAndRecover(t *testing.T) {
+// A clone task that fails is retried, and the claim still gets its VM. (How
+// a cluster reports and recovers from faults is tested in hypervisorcluster.)
+func TestFailedCloneTaskIsRetried(t *testing.T) {
 	l := newLab(t)
-	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
-	l.waitReason(cluster, "Connected", 30*time.Second)
-
-	// The API answers 5xx: a transient error, retried.
-	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `^/version$`, Action: proxmoxsim.FaultHTTPError, Status: 503}); err != nil {
-		t.Fatal(err)
-	}
-	l.waitReason(cluster, "HypervisorError", 30*time.Second)
-	if apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
-		t.Error("a 5xx is transient, not Stalled")
-	}
-	l.sim.ClearFaults()
-	l.waitReason(cluster, "Connected", 30*time.Second)
-
-	// A clone task that fails is retried, and the claim still gets its VM.
 	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `/clone$`, Action: proxmoxsim.FaultTaskFail, Times: 1,
 		Message: "clone failed: storage full"}); err != nil {
 		t.Fatal(err)
 	}
 	l.claim("retried")
 	l.waitPhase("retried", hypervisorv1alpha1.MachineReady, time.Minute)
-
-	// The Secret disappears: Stalled, naming the Secret.
-	if err := l.c.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Namespace: l.ns}}); err != nil {
-		t.Fatal(err)
-	}
-	l.waitReason(cluster, meta.SecretNotFoundReason, 30*time.Second)
-
-	// A Secret without the credentials label is invisible to the operator, and the message says so.
-	tokenID, secret := l.sim.APIToken()
-	l.create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}})
-	eventually.That(t, 30*time.Second, func() (bool, string) {
-		_ = l.get(cluster)
-		msg := describe("", cluster.Status.Conditions)
-		return strings.Contains(msg, "lacks the label hyperfleet.io/credentials"), msg
-	})
-}
-
-func TestUntrustedCertificateIsStalled(t *testing.T) {
-	l := newLab(t, func(_ *proxmoxsim.Options, c *hypervisorv1alpha1.HypervisorCluster) { c.Spec.TLS = nil })
-	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
-	l.waitReason(cluster, "TLSVerificationFailed", 30*time.Second)
-	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
-		t.Errorf("TLS failure must be Stalled: %v", cluster.Status.Conditions)
-	}
-}
-
-// The sweeper deletes a VM with our marks whose claim is gone, after its
-// grace; a VM without our marks is never touched.
-func TestSweeperDeletesOnlyOrphans(t *testing.T) {
-	l := newLab(t)
-	l.waitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}, "Connected", 30*time.Second)
-	l.sim.AddVM("pve1", 4242, "hf-gone-claim", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000000"}, true)
-	l.sim.AddVM("pve1", 4343, "prod-db", []string{"prod"}, true)
-	eventually.That(t, 30*time.Second, func() (bool, string) {
-		_, orphan := l.sim.VM(4242)
-		return !orphan, "orphan 4242 still exists"
-	})
-	if _, ok := l.sim.VM(4343); !ok {
-		t.Fatal("the sweeper deleted a VM HyperFleet does not own")
-	}
 }
 
 // 50 claims at once, with Proxmox's storage lock in play: all Ready, one VM

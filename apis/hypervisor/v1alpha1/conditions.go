@@ -30,3 +30,13 @@ func (o *MachineClaim) SetObservedGeneration(g int64) { o.Status.ObservedGenerat
 
 func (o *RunnerPool) GetObservedGeneration() int64  { return o.Status.ObservedGeneration }
 func (o *RunnerPool) SetObservedGeneration(g int64) { o.Status.ObservedGeneration = g }
+
+// Provider is the provider the template is written for: the one provider
+// section it sets (the API server insists on exactly one), whose field name
+// is the provider's name (spec.proxmox, spec.kubevirt).
+func (s *HypervisorMachineTemplateSpec) Provider() ProviderType {
+	if s.KubeVirt != nil {
+		return ProviderKubeVirt
+	}
+	return ProviderProxmox
+}

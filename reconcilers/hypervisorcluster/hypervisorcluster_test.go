@@ -1,0 +1,131 @@
+package hypervisorcluster_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+)
+
+var describe = hypervisorlab.Describe
+
+// A new API token in the Secret is used without a restart.
+func TestCredentialRotationNeedsNoRestart(t *testing.T) {
+	l := hypervisorlab.Proxmox(t)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.WaitReason(cluster, "Connected", 30*time.Second)
+
+	tokenID, _ := l.Sim.APIToken()
+	l.Sim.SetAPIToken(tokenID, "rotated-secret-1")
+	l.WaitReason(cluster, "AuthenticationFailed", 30*time.Second)
+	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("bad credentials must be Stalled: %v", cluster.Status.Conditions)
+	}
+	if strings.Contains(describe("", cluster.Status.Conditions), "rotated-secret-1") {
+		t.Fatal("a condition message leaks the token secret")
+	}
+
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
+	if err := l.Get(secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data["tokenSecret"] = []byte("rotated-secret-1")
+	if err := l.C.Update(context.Background(), secret); err != nil {
+		t.Fatal(err)
+	}
+	l.WaitReason(cluster, "Connected", 30*time.Second)
+}
+
+// Each failure gives its documented reason and recovers when it clears.
+func TestFaultsAreReportedAndRecover(t *testing.T) {
+	l := hypervisorlab.Proxmox(t)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.WaitReason(cluster, "Connected", 30*time.Second)
+
+	// The API answers 5xx: a transient error, retried.
+	if err := l.Sim.InjectFault(proxmoxsim.Fault{Path: `^/version$`, Action: proxmoxsim.FaultHTTPError, Status: 503}); err != nil {
+		t.Fatal(err)
+	}
+	l.WaitReason(cluster, "HypervisorError", 30*time.Second)
+	if apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Error("a 5xx is transient, not Stalled")
+	}
+	l.Sim.ClearFaults()
+	l.WaitReason(cluster, "Connected", 30*time.Second)
+
+	// The Secret disappears: Stalled, naming the Secret.
+	if err := l.C.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Namespace: l.NS}}); err != nil {
+		t.Fatal(err)
+	}
+	l.WaitReason(cluster, meta.SecretNotFoundReason, 30*time.Second)
+
+	// A Secret without the credentials label is invisible to the operator, and the message says so.
+	tokenID, secret := l.Sim.APIToken()
+	l.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}})
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		_ = l.Get(cluster)
+		msg := describe("", cluster.Status.Conditions)
+		return strings.Contains(msg, "lacks the label hyperfleet.io/credentials"), msg
+	})
+}
+
+func TestUntrustedCertificateIsStalled(t *testing.T) {
+	l := hypervisorlab.Proxmox(t, func(_ *proxmoxsim.Options, c *hypervisorv1alpha1.HypervisorCluster) { c.Spec.TLS = nil })
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
+	l.WaitReason(cluster, "TLSVerificationFailed", 30*time.Second)
+	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("TLS failure must be Stalled: %v", cluster.Status.Conditions)
+	}
+}
+
+// A kubevirt cluster reached through a kubeconfig in its credentials Secret
+// (here the same API server, addressed as a remote one would be).
+func TestKubeVirtRemoteClusterThroughKubeconfig(t *testing.T) {
+	l := hypervisorlab.KubeVirt(t)
+	cfg := testenv.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
+	kc.CurrentContext = "remote"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "remote-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": data},
+	})
+	l.Create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "broken-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": []byte("apiVersion: v1\nclusters: [this is not a kubeconfig")},
+	})
+	for name, secret := range map[string]string{"kv-remote": "remote-kubeconfig", "kv-broken": "broken-kubeconfig"} {
+		l.Create(&hypervisorv1alpha1.HypervisorCluster{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+				Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: secret},
+				HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+			},
+		})
+	}
+	l.WaitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv-remote"}}, "Connected", 30*time.Second)
+	broken := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv-broken"}}
+	l.WaitReason(broken, "KubeconfigInvalid", 30*time.Second)
+	if !apimeta.IsStatusConditionTrue(broken.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("a broken kubeconfig must be Stalled: %v", broken.Status.Conditions)
+	}
+}

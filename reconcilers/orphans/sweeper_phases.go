@@ -1,0 +1,153 @@
+package orphans
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/providers"
+)
+
+// sweep is what one sweep has read and observed.
+type sweep struct {
+	now time.Time
+	// live holds the UIDs of the MachineClaims that exist.
+	live map[string]bool
+	// seen holds the keys of the orphans this sweep saw and left standing.
+	seen map[string]bool
+	// listed holds the clusters whose machines this sweep could list.
+	listed map[string]bool
+	// orphans counts the orphans seen, by provider.
+	orphans map[hypervisorv1alpha1.ProviderType]int
+	deleted int
+	errs    []error
+}
+
+// deletion is an orphan whose deletion is under way.
+type deletion struct {
+	cluster *hypervisorv1alpha1.HypervisorCluster
+	machine providers.Machine
+}
+
+// Sweep looks at every cluster once and deletes the orphans past their grace.
+// It returns how many it deleted.
+func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
+	s.defaults()
+	var claims hypervisorv1alpha1.MachineClaimList
+	if err := s.Client.List(ctx, &claims); err != nil {
+		return 0, err
+	}
+	var clusters hypervisorv1alpha1.HypervisorClusterList
+	if err := s.Client.List(ctx, &clusters); err != nil {
+		return 0, err
+	}
+	w := &sweep{
+		now: s.Clock.Now(), live: make(map[string]bool, len(claims.Items)),
+		seen: map[string]bool{}, listed: map[string]bool{}, orphans: map[hypervisorv1alpha1.ProviderType]int{},
+	}
+	for _, c := range claims.Items {
+		w.live[string(c.UID)] = true
+	}
+	for i := range clusters.Items {
+		s.sweepCluster(ctx, w, &clusters.Items[i])
+	}
+	s.reportOrphans(w.orphans)
+	s.finishDeletions(w)
+	s.forgetExcept(w.seen)
+	return w.deleted, errors.Join(w.errs...)
+}
+
+// sweepCluster lists one cluster's machines and deletes its orphans past
+// their grace.
+func (s *Sweeper) sweepCluster(ctx context.Context, w *sweep, cluster *hypervisorv1alpha1.HypervisorCluster) {
+	log := ctrl.LoggerFrom(ctx).WithName("orphan-sweeper")
+	p, err := s.Hypervisors.For(ctx, cluster)
+	if err != nil {
+		return // the cluster's own status reports why
+	}
+	machines, err := p.List(ctx)
+	if err != nil {
+		w.errs = append(w.errs, err)
+		return
+	}
+	w.listed[clusterKey(cluster)] = true
+	for _, m := range machines {
+		if !isOrphan(m, w.live) {
+			continue
+		}
+		w.orphans[cluster.Spec.Provider]++
+		key := machineKey(cluster, m)
+		w.seen[key] = true
+		if !pastGrace(s.remember(key, w.now), w.now, s.Grace) {
+			continue
+		}
+		log.Info("Deleting an orphaned machine", "cluster", cluster.Name, "machine", m.Ref.Name, "vmid", m.Ref.VMID, "ownerUID", m.Owner.UID)
+		err := p.Delete(ctx, m.Ref, m.Owner)
+		switch {
+		case err == nil:
+			w.deleted++
+			s.counted(cluster, m)
+			delete(w.seen, key)
+		case errors.Is(err, providers.ErrInProgress):
+			s.mu.Lock()
+			if s.deleting == nil {
+				s.deleting = map[string]deletion{}
+			}
+			s.deleting[key] = deletion{cluster: cluster, machine: m}
+			s.mu.Unlock()
+		default:
+			w.errs = append(w.errs, err)
+		}
+	}
+}
+
+// finishDeletions counts the deletions started earlier that no longer show
+// in a listing.
+func (s *Sweeper) finishDeletions(w *sweep) {
+	s.mu.Lock()
+	var done []deletion
+	for _, key := range finished(s.deleting, w.seen, w.listed) {
+		done = append(done, s.deleting[key])
+		delete(s.deleting, key)
+	}
+	s.mu.Unlock()
+	for _, d := range done {
+		w.deleted++
+		s.counted(d.cluster, d.machine)
+	}
+}
+
+// remember returns when the orphan key was first seen, now if never.
+func (s *Sweeper) remember(key string, now time.Time) time.Time {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.firstSeen == nil {
+		s.firstSeen = map[string]time.Time{}
+	}
+	if t, ok := s.firstSeen[key]; ok {
+		return t
+	}
+	s.firstSeen[key] = now
+	return now
+}
+
+// forgetExcept forgets the orphans this sweep did not see standing: deleted,
+// claimed again, or gone by other hands; seen again, their grace restarts.
+func (s *Sweeper) forgetExcept(seen map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.firstSeen {
+		if !seen[k] {
+			delete(s.firstSeen, k)
+		}
+	}
+}
+
+func clusterKey(c *hypervisorv1alpha1.HypervisorCluster) string { return c.Namespace + "/" + c.Name }
+
+func machineKey(c *hypervisorv1alpha1.HypervisorCluster, m providers.Machine) string {
+	return clusterKey(c) + "/" + m.ProviderID
+}
