@@ -46,6 +46,11 @@ type Options struct {
 	// OrphanSweepInterval and OrphanGrace pace the orphan sweeper.
 	OrphanSweepInterval, OrphanGrace time.Duration
 
+	// Controllers are the reconcilers to run (AllControllers' names); empty
+	// or "*" runs them all. Suites run only the ones their kind needs;
+	// operators may split kinds over two Deployments.
+	Controllers []string
+
 	// SkipControllerNameValidation lets one process run several managers
 	// in turn (tests that crash and restart the operator).
 	SkipControllerNameValidation bool
@@ -77,6 +82,10 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.OrphanSweepInterval, "orphan-sweep-interval", time.Minute, "How often hypervisors are swept for machines whose MachineClaim is gone.")
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 10*time.Minute, "How long a machine must be seen without its MachineClaim before the sweeper deletes it.")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", "", "The operator's own namespace. Default: POD_NAMESPACE, the in-cluster namespace, or hyperfleet-system.")
+	fs.Func("controllers", "Comma-separated reconcilers to run, or * for all: "+strings.Join(AllControllers, ", ")+". Default: all.", func(s string) error {
+		o.Controllers = splitList(s)
+		return checkControllers(o.Controllers)
+	})
 	o.Cyberdesk.bindFlags(fs)
 	o.Hourglass.bindFlags(fs)
 	o.Runners.bindFlags(fs)
@@ -99,6 +108,9 @@ func (o *Options) Complete() error {
 			return fmt.Errorf("leader election needs an identity: set POD_NAME (hostname lookup failed: %w)", err)
 		}
 		o.Identity = host
+	}
+	if err := checkControllers(o.Controllers); err != nil {
+		return err
 	}
 	if o.LeaderElect && (o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline >= o.LeaseDuration) {
 		return errors.New("leader election needs retry-period < renew-deadline < lease-duration")

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"flag"
+	"io"
 	"os"
 	"reflect"
 	"strings"
@@ -67,5 +68,29 @@ func TestLeaderElectionTimingsAreChecked(t *testing.T) {
 	o = parsed(t, "--leader-elect=false", "--leader-election-renew-deadline", "20s")
 	if err := o.Complete(); err != nil {
 		t.Fatalf("timings must not matter with leader election off: %v", err)
+	}
+}
+
+func TestControllersFlag(t *testing.T) {
+	if o := parsed(t); !o.runs(ControllerMachineClaim) || !o.runs(ControllerHourglass) {
+		t.Error("by default every reconciler runs")
+	}
+	o := parsed(t, "--controllers", "machineclaim, hypervisorcluster")
+	if !o.runs(ControllerMachineClaim) || !o.runs(ControllerHypervisorCluster) || o.runs(ControllerCyberdesk) || o.runs(ControllerRunnerPool) {
+		t.Errorf("--controllers machineclaim,hypervisorcluster runs %v", o.Controllers)
+	}
+	if o := parsed(t, "--controllers", "*"); !o.runs(ControllerCyberdesk) {
+		t.Error("--controllers * runs every reconciler")
+	}
+	var bad Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	bad.BindFlags(fs)
+	if err := fs.Parse([]string{"--controllers", "machineclaims"}); err == nil || !strings.Contains(err.Error(), `unknown controller "machineclaims"`) {
+		t.Errorf("a misspelt controller gives %v, want an error naming it", err)
+	}
+	bad = Options{Controllers: []string{"performer"}, OperatorNamespace: "x", Identity: "x"}
+	if err := bad.Complete(); err == nil {
+		t.Error("Complete accepts an unknown controller")
 	}
 }

@@ -12,9 +12,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
 )
 
-// setupReconcilers registers every kind's reconciler, sharing one
-// credentials reader and one provider registry so a credential rotation
-// reaches them all.
+// setupReconcilers registers the reconcilers o.Controllers names (all by
+// default), sharing one credentials reader and one provider registry so a
+// credential rotation reaches them all.
 func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	creds := &credentials.Reader{Reader: mgr.GetAPIReader()}
 	registry := &hypervisors.Registry{
@@ -27,34 +27,49 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 			}),
 		},
 	}
-	if err := (&hypervisorcluster.Reconciler{
-		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisorcluster"),
-	}).SetupWithManager(mgr); err != nil {
-		return err
+	if o.runs(ControllerHypervisorCluster) {
+		if err := (&hypervisorcluster.Reconciler{
+			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisorcluster"),
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
-	if err := (&hypervisormachinetemplate.Reconciler{
-		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisormachinetemplate"),
-	}).SetupWithManager(mgr); err != nil {
-		return err
+	if o.runs(ControllerHypervisorMachineTemplate) {
+		if err := (&hypervisormachinetemplate.Reconciler{
+			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisormachinetemplate"),
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
-	if err := (&machineclaim.Reconciler{
-		Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(),
-		Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
-		ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
-	}).SetupWithManager(mgr); err != nil {
-		return err
+	if o.runs(ControllerMachineClaim) {
+		if err := (&machineclaim.Reconciler{
+			Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(),
+			Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
+			ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
-	if err := (&orphans.Sweeper{
-		Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("orphan-sweeper"),
-		Interval: o.OrphanSweepInterval, Grace: o.OrphanGrace,
-	}).SetupWithManager(mgr); err != nil {
-		return err
+	if o.runs(ControllerOrphans) {
+		if err := (&orphans.Sweeper{
+			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("orphan-sweeper"),
+			Interval: o.OrphanSweepInterval, Grace: o.OrphanGrace,
+		}).SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
-	if err := setupCyberdesk(mgr, o, creds); err != nil {
-		return err
+	if o.runs(ControllerCyberdesk) {
+		if err := setupCyberdesk(mgr, o, creds); err != nil {
+			return err
+		}
 	}
-	if err := setupRunners(mgr, o, creds); err != nil {
-		return err
+	if o.runs(ControllerRunnerPool) {
+		if err := setupRunners(mgr, o, creds); err != nil {
+			return err
+		}
 	}
-	return setupHourglass(mgr, o)
+	if o.runs(ControllerHourglass) {
+		return setupHourglass(mgr, o)
+	}
+	return nil
 }

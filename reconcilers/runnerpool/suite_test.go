@@ -87,6 +87,10 @@ func TestMain(m *testing.M) {
 			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
 			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
 			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
+			// A pool's runners are MachineClaims on a cluster through a
+			// template: those reconcilers, and nothing else, run beside it.
+			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
+				manager.ControllerMachineClaim, manager.ControllerRunnerPool},
 			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second, Clock: clk},
 		})
 		if err != nil {

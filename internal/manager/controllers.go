@@ -1,0 +1,42 @@
+package manager
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// The reconcilers a manager can run, by the name --controllers takes. Each
+// name registers one reconciler, or a group that only works together (the
+// Hourglass pair; RunnerPools with their webhook receiver).
+const (
+	ControllerHypervisorCluster         = "hypervisorcluster"
+	ControllerHypervisorMachineTemplate = "hypervisormachinetemplate"
+	ControllerMachineClaim              = "machineclaim"
+	ControllerOrphans                   = "orphans"
+	ControllerRunnerPool                = "runnerpool"
+	ControllerCyberdesk                 = "cyberdesk"
+	ControllerHourglass                 = "hourglass"
+)
+
+// AllControllers lists every name, in the order they are registered.
+var AllControllers = []string{
+	ControllerHypervisorCluster, ControllerHypervisorMachineTemplate, ControllerMachineClaim, ControllerOrphans,
+	ControllerCyberdesk, ControllerRunnerPool, ControllerHourglass,
+}
+
+// runs reports whether the manager runs the named reconciler: every one
+// when Controllers is empty or "*", as kube-controller-manager's
+// --controllers does.
+func (o *Options) runs(name string) bool {
+	return len(o.Controllers) == 0 || slices.Contains(o.Controllers, "*") || slices.Contains(o.Controllers, name)
+}
+
+func checkControllers(names []string) error {
+	for _, n := range names {
+		if n != "*" && !slices.Contains(AllControllers, n) {
+			return fmt.Errorf("--controllers: unknown controller %q; known: *, %s", n, strings.Join(AllControllers, ", "))
+		}
+	}
+	return nil
+}
