@@ -194,7 +194,7 @@ func (p *Provider) cloneRefused(ctx context.Context, spec providers.MachineSpec,
 	if errors.Is(err, providers.ErrNotFound) {
 		// Gone again (a failed clone removes its config): look again later.
 		return providers.Machine{}, providers.Transient("CloneRaced", 3*time.Second,
-			fmt.Errorf("cloning to VM %d: %v, and it is gone again", spec.Ref.VMID, refused))
+			fmt.Errorf("cloning to VM %d: %w, and it is gone again", spec.Ref.VMID, refused))
 	}
 	if err != nil {
 		return providers.Machine{}, err
@@ -212,7 +212,7 @@ func (p *Provider) cloneRefused(ctx context.Context, spec providers.MachineSpec,
 	case ownedBy(tags, desc, spec.Owner):
 		return p.machine(vm), nil
 	}
-	return providers.Machine{}, fmt.Errorf("cloning to VM %d on %s: %w: %v", spec.Ref.VMID, vm.Node, providers.ErrNameTaken, refused)
+	return providers.Machine{}, fmt.Errorf("cloning to VM %d on %s: %w: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken, refused)
 }
 
 // resolveTemplate finds the template by VMID or by unique name.
