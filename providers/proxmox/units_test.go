@@ -240,6 +240,7 @@ func TestOperationNames(t *testing.T) {
 		"GET /api2/json/nodes/pve1/tasks/UPID:pve1:0001:x/status": "task_status",
 		"POST /api2/json/nodes/pve1/storage/local/upload":         "storage_upload",
 		"GET /api2/json/cluster/resources":                        "cluster_resources",
+		"GET /api2/json/cluster/tasks":                            "cluster_tasks",
 		"GET /api2/json/somewhere/else":                           "other",
 	}
 	for in, want := range cases {
