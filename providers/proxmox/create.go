@@ -139,6 +139,9 @@ func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (provi
 	if storage == "" {
 		storage = p.cfg.DefaultStorage
 	}
+	if err := p.syncAdmission(ctx); err != nil {
+		return providers.Machine{}, err
+	}
 	node, slotStorage, err := p.place(rs, src, spec.Proxmox, storage, spec.MemoryMiB)
 	if err != nil {
 		return providers.Machine{}, err
@@ -166,23 +169,50 @@ func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (provi
 	_, task, err := srcVM.Clone(ctx, opts)
 	if err != nil {
 		p.admission.release(spec.Ref.VMID)
-		err = classify(fmt.Sprintf("cloning template %d to VM %d", src.VMID, spec.Ref.VMID), err)
-		if errors.Is(err, providers.ErrNameTaken) {
-			// Someone took the VMID between our look and the clone: if it is
-			// ours (a retry raced), the next call continues; if not, the
-			// caller records another VMID.
-			if vm, ferr := p.find(ctx, providers.MachineRef{VMID: spec.Ref.VMID}); ferr == nil && vm.VirtualMachineConfig != nil &&
-				ownedBy(splitTags(vm.VirtualMachineConfig.Tags), vm.VirtualMachineConfig.Description, spec.Owner) {
-				return p.machine(vm), nil
-			}
+		if vmidTaken(err) {
+			return p.cloneRefused(ctx, spec, err)
 		}
-		return providers.Machine{}, err
+		return providers.Machine{}, classify(fmt.Sprintf("cloning template %d to VM %d", src.VMID, spec.Ref.VMID), err)
 	}
 	p.watch(spec.Ref.VMID, "Clone", task)
 	ref := spec.Ref
 	ref.Node = node
 	spec.Ref = ref
 	return provisioning(spec, "cloning"), nil
+}
+
+// cloneRefused decides what a clone call refused with "config file already
+// exists" means. Our look found no VM, yet the call found its config: on
+// Proxmox the temporary config is written by the clone's worker some time
+// after its call answers, so a clone started by a previous process (a
+// restart, a failover) can surface just between the two. The rule is the one
+// Create applies: a clone-locked config with no owner yet is our clone in
+// progress; an owned one continues if ours; anything else means the VMID is
+// someone else's, and only then does the caller move to another.
+func (p *Provider) cloneRefused(ctx context.Context, spec providers.MachineSpec, refused error) (providers.Machine, error) {
+	vm, err := p.find(ctx, providers.MachineRef{VMID: spec.Ref.VMID})
+	if errors.Is(err, providers.ErrNotFound) {
+		// Gone again (a failed clone removes its config): look again later.
+		return providers.Machine{}, providers.Transient("CloneRaced", 3*time.Second,
+			fmt.Errorf("cloning to VM %d: %w, and it is gone again", spec.Ref.VMID, refused))
+	}
+	if err != nil {
+		return providers.Machine{}, err
+	}
+	var tags []string
+	desc := ""
+	if c := vm.VirtualMachineConfig; c != nil {
+		tags, desc = splitTags(c.Tags), c.Description
+	}
+	switch {
+	case vm.Lock == "clone" && ownerUID(tags, desc) == "":
+		m := provisioning(spec, "cloning")
+		m.Node = vm.Node
+		return m, nil
+	case ownedBy(tags, desc, spec.Owner):
+		return p.machine(vm), nil
+	}
+	return providers.Machine{}, fmt.Errorf("cloning to VM %d on %s: %w: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken, refused)
 }
 
 // resolveTemplate finds the template by VMID or by unique name.

@@ -18,6 +18,10 @@ import (
 // classify turns a go-proxmox error into the provider contract's errors.
 // go-proxmox reports a Proxmox 500 as errors.New(res.Status), and Proxmox puts
 // its message in the status line, so the text is all there is to match on.
+// "already exists" is not ErrNameTaken here: only the clone call itself can
+// tell that its VMID is taken (see vmidTaken); the same words from another
+// step (a storage volume, a cloud-init ISO) must not move a claim to a new
+// VMID, which would leave a twin behind.
 func classify(op string, err error) error {
 	if err == nil {
 		return nil
@@ -39,8 +43,6 @@ func classify(op string, err error) error {
 			"the Proxmox API certificate is not trusted: put the CA that signed it in spec.tls.caBundleRef (or set spec.tls.serverName)", err))
 	case strings.Contains(msg, "does not exist"), strings.Contains(msg, "no such VM"):
 		return wrap(fmt.Errorf("%w: %s", providers.ErrNotFound, msg))
-	case strings.Contains(msg, "already exists"):
-		return wrap(fmt.Errorf("%w: %s", providers.ErrNameTaken, msg))
 	case strings.Contains(msg, "is locked"), strings.Contains(msg, "can't lock file"), strings.Contains(msg, "got timeout"):
 		return wrap(providers.Transient("HypervisorBusy", 5*time.Second, err))
 	case errors.Is(err, context.DeadlineExceeded), proxmox.IsTimeout(err), errors.As(err, &netErr):
@@ -51,4 +53,11 @@ func classify(op string, err error) error {
 		return wrap(providers.Transient("HypervisorError", 10*time.Second, err))
 	}
 	return wrap(providers.Transient("HypervisorError", 10*time.Second, err))
+}
+
+// vmidTaken reports whether a clone call was refused because its new VMID's
+// config already exists ("unable to create VM N: config file already
+// exists"), the one error that means the VMID is in use.
+func vmidTaken(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "already exists")
 }

@@ -17,6 +17,7 @@ var operations = []struct {
 	{regexp.MustCompile(`^/cluster/resources$`), "cluster_resources"},
 	{regexp.MustCompile(`^/cluster/nextid$`), "nextid"},
 	{regexp.MustCompile(`^/cluster/status$`), "cluster_status"},
+	{regexp.MustCompile(`^/cluster/tasks$`), "cluster_tasks"},
 	{regexp.MustCompile(`^/nodes$`), "nodes"},
 	{regexp.MustCompile(`^/nodes/[^/]+/status$`), "node_status"},
 	{regexp.MustCompile(`^/nodes/[^/]+/tasks/[^/]+/status$`), "task_status"},

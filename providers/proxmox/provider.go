@@ -29,6 +29,14 @@ type Provider struct {
 	cacheMu  sync.Mutex
 	cached   proxmox.ClusterResources
 	cachedAt time.Time
+
+	// syncedAt is when admission last counted Proxmox's running clones
+	// (syncAdmission); zero until the first clone.
+	syncMu   sync.Mutex
+	syncedAt time.Time
+
+	// now is the clock for task timeouts; tests replace it.
+	now func() time.Time
 }
 
 type watchedTask struct {
@@ -54,6 +62,7 @@ func New(cfg Config) (*Provider, error) {
 		client:    client,
 		admission: newAdmission(cfg.MaxClonesPerNode, cfg.MaxClonesPerStorage),
 		tasks:     map[int]*watchedTask{},
+		now:       time.Now,
 	}, nil
 }
 

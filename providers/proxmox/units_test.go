@@ -203,7 +203,9 @@ func TestClassify(t *testing.T) {
 	}{
 		{proxmox.ErrNotAuthorized, nil, "AuthenticationFailed", ""},
 		{errors.New("500 Configuration file 'nodes/pve1/qemu-server/105.conf' does not exist"), providers.ErrNotFound, "", ""},
-		{errors.New("500 unable to create VM 105: config file already exists"), providers.ErrNameTaken, "", ""},
+		// Only the clone call turns "already exists" into ErrNameTaken (clone's
+		// vmidTaken); from any other step it is an ordinary server error.
+		{errors.New("500 unable to create VM 105: config file already exists"), nil, "", "HypervisorError"},
 		{errors.New("500 VM is locked (clone)"), nil, "", "HypervisorBusy"},
 		{errors.New("500 can't lock file '/var/lock/pve-manager/pve-storage-local-lvm' - got timeout"), nil, "", "HypervisorBusy"},
 		{&url.Error{Op: "Get", URL: "https://pve", Err: context.DeadlineExceeded}, nil, "", "HypervisorUnreachable"},
@@ -238,6 +240,7 @@ func TestOperationNames(t *testing.T) {
 		"GET /api2/json/nodes/pve1/tasks/UPID:pve1:0001:x/status": "task_status",
 		"POST /api2/json/nodes/pve1/storage/local/upload":         "storage_upload",
 		"GET /api2/json/cluster/resources":                        "cluster_resources",
+		"GET /api2/json/cluster/tasks":                            "cluster_tasks",
 		"GET /api2/json/somewhere/else":                           "other",
 	}
 	for in, want := range cases {

@@ -310,6 +310,7 @@ func (s *Server) taskList(node string, params map[string]string) []map[string]an
 	start, _ := strconv.Atoi(params["start"])
 	vmid := params["vmid"]
 	typeFilter := params["typefilter"]
+	userFilter := params["userfilter"]
 	onlyErrors := truthy(params["errors"])
 	source := params["source"]
 	var rows []map[string]any
@@ -322,6 +323,9 @@ func (s *Server) taskList(node string, params map[string]string) []map[string]an
 			continue
 		}
 		if typeFilter != "" && t.typ != typeFilter {
+			continue
+		}
+		if userFilter != "" && !strings.Contains(t.user, userFilter) {
 			continue
 		}
 		if onlyErrors && (t.running || t.exit == "OK") {
@@ -352,8 +356,10 @@ func (s *Server) handleTaskList(rc *reqCtx) (any, *apiError) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := rc.params
+	// Proxmox lists only finished (archived) tasks unless source=active or
+	// source=all asks for running ones.
 	if p["source"] == "" {
-		p["source"] = "all"
+		p["source"] = "archive"
 	}
 	return s.taskList(rc.vars["node"], p), nil
 }

@@ -560,13 +560,51 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 
 	newconf, diskLog := s.cloneConfig(src, newid, full, storage, format, name, p["description"])
 	pool := p["pool"]
+	t := s.newTask(node, "qmclone", strconv.Itoa(src.vmid), rc.user)
+	injected := rc.taskFault
+	// Proxmox VE checks only that the config does not exist, then forks the
+	// worker and answers with its UPID; the worker takes the new VMID's
+	// config lock and writes the temporary config. Until then the VMID looks
+	// free, and a second clone to it is accepted, its worker failing on the
+	// lock (or on the config the first one wrote).
+	worker := func() {
+		if holder := s.cloneTargets[newid]; holder != nil && holder.running {
+			t.finish(fmt.Sprintf("clone failed: can't lock file '/var/lock/qemu-server/lock-%d.conf' - got timeout", newid))
+			return
+		}
+		if _, exists := s.vms[newid]; exists {
+			t.finish(fmt.Sprintf("clone failed: unable to create VM %d: config file already exists", newid))
+			return
+		}
+		s.cloneTargets[newid] = t
+		t.log = append(t.log, diskLog...)
+		s.runClone(t, node, target, newid, newconf, pool, full, lockStore, injected)
+	}
+	if s.lat.CloneConfigLag <= 0 {
+		// No lag: the temporary config exists when the call answers, which
+		// tests of the temporary config itself rely on.
+		worker()
+	} else {
+		s.kit.After(s.lat.CloneConfigLag, worker)
+	}
+	return t.upid, nil
+}
+
+// runClone is the qmclone worker once it holds the new VMID's lock: the
+// temporary config, the storage lock, the copy, the final config. The caller
+// must hold s.mu.
+func (s *Server) runClone(t *taskState, node, target string, newid int, newconf map[string]string, pool string, full bool, lockStore *storageInst, injected string) {
 	// qm clone first writes a temporary config: "# qmclone temporary file"
 	// and "lock: clone"; the comment line reads back as the description.
 	placeholder := map[string]string{"lock": "clone", "description": " qmclone temporary file\n"}
 	vm := &vmState{vmid: newid, node: node, status: "stopped", config: placeholder, ip: s.allocIP()}
 	s.vms[newid] = vm
-	t := s.newTask(node, "qmclone", strconv.Itoa(src.vmid), rc.user)
-	t.log = append(t.log, diskLog...)
+	end := func(msg string) {
+		if s.cloneTargets[newid] == t {
+			delete(s.cloneTargets, newid)
+		}
+		t.finish(msg)
+	}
 
 	total := s.lat.Clone
 	hold := s.lat.StorageLock
@@ -577,14 +615,14 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 		if s.alive(vm) {
 			delete(s.vms, newid)
 		}
-		t.finish(msg)
+		end(msg)
 	}
 	if lockStore != nil {
 		key := lockStore.lockKey()
 		if limit := s.opts.StorageLockLimit; limit > 0 && s.storageLocks[key] >= limit {
 			msg := "clone failed: " + lockStore.lockError()
 			s.kit.After(hold, func() { drop(msg) })
-			return t.upid, nil
+			return
 		}
 		s.storageLocks[key]++
 		s.kit.After(hold, func() { s.storageLocks[key]-- })
@@ -602,10 +640,9 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 			vm.config["lock"] = "clone"
 		}
 	})
-	injected := rc.taskFault
 	s.kit.After(total, func() {
 		if !s.alive(vm) {
-			t.finish(fmt.Sprintf("clone failed: Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, newid))
+			end(fmt.Sprintf("clone failed: Configuration file 'nodes/%s/qemu-server/%d.conf' does not exist", node, newid))
 			return
 		}
 		if injected != "" {
@@ -618,9 +655,8 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 			vm.node = target
 		}
 		vm.pool = pool
-		t.finish("")
+		end("")
 	})
-	return t.upid, nil
 }
 
 // ---------------------------------------------------------------------------

@@ -47,8 +47,17 @@ type Storage struct {
 type Latencies struct {
 	// API delays every API answer (network plus pveproxy overhead).
 	API time.Duration
-	// Clone is the duration of a qmclone task.
+	// Clone is the duration of a qmclone task, counted from the moment its
+	// temporary config appears (after CloneConfigLag).
 	Clone time.Duration
+	// CloneConfigLag is how long after the clone call answers (with its UPID)
+	// the new VMID's temporary config ("lock: clone") appears. Proxmox VE
+	// checks only that the config does not exist yet before forking the
+	// qmclone worker; the worker takes the VMID's config lock and writes the
+	// temporary file itself, so until then the VMID looks free (to
+	// /cluster/nextid, to a GET of the VM, to a second clone call). Zero
+	// writes the temporary config before the call answers.
+	CloneConfigLag time.Duration
 	// StorageLock is the part of a clone during which it holds the target
 	// storage's lock; zero or more than Clone means the whole clone.
 	StorageLock time.Duration
@@ -76,16 +85,17 @@ type Latencies struct {
 // tests (tens of milliseconds) yet long enough that tasks are seen running.
 func DefaultLatencies() Latencies {
 	return Latencies{
-		API:      time.Millisecond,
-		Clone:    60 * time.Millisecond,
-		Start:    30 * time.Millisecond,
-		Boot:     50 * time.Millisecond,
-		Shutdown: 30 * time.Millisecond,
-		Stop:     10 * time.Millisecond,
-		Delete:   30 * time.Millisecond,
-		Config:   10 * time.Millisecond,
-		Resize:   10 * time.Millisecond,
-		Upload:   10 * time.Millisecond,
+		API:            time.Millisecond,
+		Clone:          60 * time.Millisecond,
+		CloneConfigLag: 5 * time.Millisecond,
+		Start:          30 * time.Millisecond,
+		Boot:           50 * time.Millisecond,
+		Shutdown:       30 * time.Millisecond,
+		Stop:           10 * time.Millisecond,
+		Delete:         30 * time.Millisecond,
+		Config:         10 * time.Millisecond,
+		Resize:         10 * time.Millisecond,
+		Upload:         10 * time.Millisecond,
 	}
 }
 
@@ -93,17 +103,20 @@ func DefaultLatencies() Latencies {
 // storage, for the developer sandbox and the benchmark.
 func Realistic() Latencies {
 	return Latencies{
-		API:         15 * time.Millisecond,
-		Clone:       2 * time.Second,
-		StorageLock: 1500 * time.Millisecond,
-		Start:       time.Second,
-		Boot:        3 * time.Second,
-		Shutdown:    2 * time.Second,
-		Stop:        500 * time.Millisecond,
-		Delete:      time.Second,
-		Config:      200 * time.Millisecond,
-		Resize:      500 * time.Millisecond,
-		Upload:      time.Second,
+		API:   15 * time.Millisecond,
+		Clone: 2 * time.Second,
+		// fork_worker plus taking the source's and the new VMID's config
+		// locks before the temporary file is written.
+		CloneConfigLag: 300 * time.Millisecond,
+		StorageLock:    1500 * time.Millisecond,
+		Start:          time.Second,
+		Boot:           3 * time.Second,
+		Shutdown:       2 * time.Second,
+		Stop:           500 * time.Millisecond,
+		Delete:         time.Second,
+		Config:         200 * time.Millisecond,
+		Resize:         500 * time.Millisecond,
+		Upload:         time.Second,
 	}
 }
 

@@ -52,6 +52,10 @@ type Server struct {
 	reqCounts map[string]int // "METHOD path" -> count
 
 	storageLocks map[string]int // lock key -> clones holding it
+	// cloneTargets holds, per new VMID, the clone task that took its config
+	// lock: a second clone to the same VMID fails on that lock, as qmclone's
+	// lock_config_full on the new VMID does.
+	cloneTargets map[int]*taskState
 
 	nextPID   int
 	pstart    uint64
@@ -81,6 +85,7 @@ func New(opts Options) *Server {
 		opCounts:     map[Operation]int{},
 		reqCounts:    map[string]int{},
 		storageLocks: map[string]int{},
+		cloneTargets: map[int]*taskState{},
 		nextPID:      10000,
 		pstart:       1000000,
 	}

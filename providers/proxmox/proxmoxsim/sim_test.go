@@ -273,6 +273,7 @@ func TestCloneConfigureResizeStartShutdownDelete(t *testing.T) {
 	lat := DefaultLatencies()
 	lat.Clone = time.Second           // long enough to look at the VM mid-clone
 	lat.Boot = 800 * time.Millisecond // long enough to see the agent down first
+	lat.CloneConfigLag = 0            // the temporary config is checked right after the call
 	s := startSim(t, Options{Latencies: lat})
 	s.AddTemplate("pve1", 9000, "ubuntu-2404", map[string]string{"tags": "golden", "description": "base image"})
 	c := tokenClient(t, s)
@@ -439,6 +440,7 @@ func TestCloneConfigureResizeStartShutdownDelete(t *testing.T) {
 func TestCloneRefusals(t *testing.T) {
 	lat := DefaultLatencies()
 	lat.Clone = time.Second // long enough to poke at the locked VM mid-clone
+	lat.CloneConfigLag = 0  // the locked VM is poked right after the call
 	s := startSim(t, Options{
 		Latencies: lat,
 		Storages: []Storage{
@@ -961,4 +963,92 @@ func TestCloseLeavesNoGoroutines(t *testing.T) {
 	s.Close() // idempotent
 	tr.CloseIdleConnections()
 	eventually.True(t, 5*time.Second, "goroutines to drain", func() bool { return runtime.NumGoroutine() <= before })
+}
+
+// As on Proxmox VE, the clone call answers with its UPID before the
+// temporary config exists: until the worker writes it, the VMID looks free
+// to a read of the VM, to /cluster/nextid and to a second clone call, and
+// running clone tasks are listed by /cluster/tasks and by a node's
+// source=active listing.
+func TestCloneConfigAppearsAfterTheLag(t *testing.T) {
+	lat := DefaultLatencies()
+	lat.CloneConfigLag = time.Hour // never within this test: the VMID stays free
+	s := startSim(t, Options{Latencies: lat})
+	s.AddTemplate("pve1", 9000, "ubuntu-2404", nil)
+	c := tokenClient(t, s)
+	ctx := context.Background()
+	tmpl := mustVM(t, mustNode(t, c, "pve1"), 9000)
+	_, _, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 300, Name: "lagging"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vm, ok := s.VM(300); ok {
+		t.Fatalf("the temporary config exists before the lag: %+v", vm)
+	}
+	var id any
+	if err := c.Get(ctx, "/cluster/nextid?vmid=300", &id); err != nil {
+		t.Fatalf("nextid during the lag: %v", err)
+	}
+	if _, _, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 300, Name: "twin"}); err != nil {
+		t.Fatalf("a second clone during the lag is accepted by Proxmox, got %v", err)
+	}
+	cl, err := c.Cluster(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tasks, err := cl.Tasks(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	running := 0
+	for _, task := range tasks {
+		if task.Type == "qmclone" && task.Status == "" && task.EndTime.IsZero() {
+			running++
+		}
+	}
+	if running != 2 {
+		t.Fatalf("/cluster/tasks shows %d running clones, want 2: %+v", running, tasks)
+	}
+	var active, archive []map[string]any
+	if err := c.Get(ctx, "/nodes/pve1/tasks?source=active&typefilter=qmclone", &active); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Get(ctx, "/nodes/pve1/tasks?typefilter=qmclone", &archive); err != nil {
+		t.Fatal(err)
+	}
+	if len(active) != 2 || len(archive) != 0 || active[0]["status"] != nil {
+		t.Fatalf("node tasks: active %v, archive (the default) %v", active, archive)
+	}
+}
+
+// Two clones to one VMID: whichever reaches the config first makes the VM;
+// the other is refused at the call (config file already exists) or fails
+// in its worker (the VMID's lock, or the config the first one wrote). There
+// is never a second VM.
+func TestSecondCloneToOneVMIDFails(t *testing.T) {
+	lat := DefaultLatencies()
+	lat.CloneConfigLag = 20 * time.Millisecond
+	s := startSim(t, Options{Latencies: lat})
+	s.AddTemplate("pve1", 9000, "ubuntu-2404", nil)
+	c := tokenClient(t, s)
+	ctx := context.Background()
+	tmpl := mustVM(t, mustNode(t, c, "pve1"), 9000)
+	_, first, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 301, Name: "first"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, second, err := tmpl.Clone(ctx, &proxmox.VirtualMachineCloneOptions{NewID: 301, Name: "second"})
+	waitOK(t, first, nil)
+	if err != nil {
+		wantErr(t, err, "500 unable to create VM 301: config file already exists")
+	} else {
+		second = waitTask(t, second, nil)
+		if !second.IsFailed || (!strings.Contains(second.ExitStatus, "lock-301.conf' - got timeout") &&
+			!strings.Contains(second.ExitStatus, "config file already exists")) {
+			t.Fatalf("second clone task: failed %v, exit %q", second.IsFailed, second.ExitStatus)
+		}
+	}
+	if vm, ok := s.VM(301); !ok || vm.Name != "first" || vm.Lock != "" {
+		t.Fatalf("VM 301 = %+v, want the first clone, unlocked", vm)
+	}
 }
