@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -208,6 +210,28 @@ func KubeVirt(t *testing.T) *Lab {
 		},
 	})
 	return l
+}
+
+// KubeconfigSecret makes the credentials Secret name, holding under
+// "kubeconfig" a kubeconfig for this API server addressed as a remote
+// cluster would be: so a test reaches a "remote" KubeVirt without a second
+// control plane.
+func (l *Lab) KubeconfigSecret(name string) {
+	l.T.Helper()
+	cfg := testenv.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
+	kc.CurrentContext = "remote"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		l.T.Fatal(err)
+	}
+	l.Create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": data},
+	})
 }
 
 // Create makes obj in the lab's namespace, failing the test if it cannot.
