@@ -35,14 +35,7 @@ func TestCredentialRotationNeedsNoRestart(t *testing.T) {
 		t.Fatal("a condition message leaks the token secret")
 	}
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
-	if err := l.Get(secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data["tokenSecret"] = []byte("rotated-secret-1")
-	if err := l.C.Update(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
+	l.UpdateToken("rotated-secret-1")
 	l.WaitReason(cluster, "Connected", 30*time.Second)
 }
 

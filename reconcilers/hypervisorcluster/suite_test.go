@@ -36,6 +36,6 @@ func TestMain(m *testing.M) {
 		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
-		return hypervisorlab.Start(mgr), nil
+		return testenv.StartManager(mgr), nil
 	})
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -127,14 +126,7 @@ func TestClaimsUseRotatedCredentials(t *testing.T) {
 	l.Sim.SetAPIToken(tokenID, "rotated-secret-1")
 	l.WaitReason(cluster, "AuthenticationFailed", 30*time.Second)
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
-	if err := l.Get(secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data["tokenSecret"] = []byte("rotated-secret-1")
-	if err := l.C.Update(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
+	l.UpdateToken("rotated-secret-1")
 	l.WaitReason(cluster, "Connected", 30*time.Second)
 
 	// Claims use the new credentials too.

@@ -31,7 +31,7 @@ func TestMain(m *testing.M) {
 			OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: 2 * time.Second,
 		}
 		// kubevirtsim runs until the teardown; the manager has its own stop
-		// in hypervisorlab.Start.
+		// in testenv.StartManager.
 		ctx, cancel := context.WithCancel(context.Background())
 		var err error
 		if err := hypervisorlab.InstallKubeVirt(ctx); err != nil {
@@ -47,7 +47,7 @@ func TestMain(m *testing.M) {
 			cancel()
 			return nil, err
 		}
-		stopManager := hypervisorlab.Start(mgr)
+		stopManager := testenv.StartManager(mgr)
 		return func() {
 			stopManager()
 			cancel()

@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -94,19 +93,6 @@ func NewRegistry(mgr ctrl.Manager) *hypervisors.Registry {
 // their checks.
 func InstallKubeVirt(ctx context.Context) error {
 	return kubevirtsim.Install(ctx, testenv.Config())
-}
-
-// Start runs mgr until the returned teardown is called.
-func Start(mgr ctrl.Manager) (teardown func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-		}
-	}
 }
 
 // Lab is one test's hypervisor: a Proxmox simulator (Sim) or a KubeVirt
@@ -210,6 +196,20 @@ func KubeVirt(t *testing.T) *Lab {
 		},
 	})
 	return l
+}
+
+// UpdateToken writes secret as the token secret in the lab's credentials
+// Secret "pve-token", as an operator rotating the Proxmox token would.
+func (l *Lab) UpdateToken(secret string) {
+	l.T.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
+	if err := l.Get(s); err != nil {
+		l.T.Fatal(err)
+	}
+	s.Data["tokenSecret"] = []byte(secret)
+	if err := l.C.Update(context.Background(), s); err != nil {
+		l.T.Fatal(err)
+	}
 }
 
 // KubeconfigSecret makes the credentials Secret name, holding under
