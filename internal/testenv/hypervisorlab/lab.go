@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -93,6 +94,28 @@ func NewRegistry(mgr ctrl.Manager) *hypervisors.Registry {
 // their checks.
 func InstallKubeVirt(ctx context.Context) error {
 	return kubevirtsim.Install(ctx, testenv.Config())
+}
+
+// Main is testenv.MainWith for a suite of the hypervisor kinds: once the
+// control plane is up it installs KubeVirt's CRDs, builds the manager
+// (NewManager) and the registry (NewRegistry), lets wire add the reconcilers
+// the suite tests, and runs the manager until the tests end. A suite that
+// runs more beside the manager (a simulator) calls testenv.MainWith itself.
+func Main(m *testing.M, wire func(mgr ctrl.Manager, registry *hypervisors.Registry) error) {
+	testenv.MainWith(m, func() (func(), error) {
+		ctrl.SetLogger(logr.Discard())
+		if err := InstallKubeVirt(context.Background()); err != nil {
+			return nil, err
+		}
+		mgr, err := NewManager()
+		if err != nil {
+			return nil, err
+		}
+		if err := wire(mgr, NewRegistry(mgr)); err != nil {
+			return nil, err
+		}
+		return testenv.StartManager(mgr), nil
+	})
 }
 
 // Lab is one test's hypervisor: a Proxmox simulator (Sim) or a KubeVirt
