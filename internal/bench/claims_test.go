@@ -24,6 +24,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -229,7 +230,7 @@ func (l *lab) waitReady(obj interface {
 			return false, err.Error()
 		}
 		return apimeta.IsStatusConditionTrue(obj.GetConditions(), meta.ReadyCondition),
-			fmt.Sprintf("%T %s: %s", obj, obj.GetName(), describe("", obj.GetConditions()))
+			fmt.Sprintf("%T %s: %s", obj, obj.GetName(), hypervisorlab.Describe("", obj.GetConditions()))
 	})
 }
 
@@ -337,7 +338,7 @@ func claimsReport(claims []*hypervisorv1alpha1.MachineClaim) string {
 		fmt.Fprintf(&out, "  %4d × %s\n", groups[g], g)
 	}
 	for _, mc := range claims[:min(len(claims), 10)] {
-		fmt.Fprintf(&out, "  %s (VMID %v, node %q): %s\n", mc.Name, ptrValue(mc.Status.VMID), mc.Status.Node, describe(mc.Status.Phase, mc.Status.Conditions))
+		fmt.Fprintf(&out, "  %s (VMID %v, node %q): %s\n", mc.Name, ptrValue(mc.Status.VMID), mc.Status.Node, hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions))
 	}
 	return out.String()
 }
@@ -347,17 +348,6 @@ func ptrValue[T any](p *T) any {
 		return "none"
 	}
 	return *p
-}
-
-func describe(phase hypervisorv1alpha1.MachinePhase, conds []metav1.Condition) string {
-	var b strings.Builder
-	if phase != "" {
-		fmt.Fprintf(&b, "phase %s; ", phase)
-	}
-	for _, c := range conds {
-		fmt.Fprintf(&b, "%s=%s %s: %s; ", c.Type, c.Status, c.Reason, c.Message)
-	}
-	return b.String()
 }
 
 // serialIdeal is the simulator's own time for one claim with nothing to wait

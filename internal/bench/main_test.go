@@ -1,11 +1,8 @@
 package bench
 
 import (
-	"context"
-	"fmt"
 	"maps"
 	"net/http"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -47,15 +44,7 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-			}
-		}, nil
+		return testenv.StartManager(mgr), nil
 	})
 }
 

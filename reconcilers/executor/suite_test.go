@@ -3,7 +3,6 @@ package executor_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -44,14 +43,9 @@ func TestMain(m *testing.M) {
 		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
+		stop := testenv.StartManager(mgr)
 		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-			}
+			stop()
 		}, nil
 	})
 }

@@ -9,13 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
@@ -38,14 +35,7 @@ func TestCredentialRotationNeedsNoRestart(t *testing.T) {
 		t.Fatal("a condition message leaks the token secret")
 	}
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
-	if err := l.Get(secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data["tokenSecret"] = []byte("rotated-secret-1")
-	if err := l.C.Update(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
+	l.UpdateToken("rotated-secret-1")
 	l.WaitReason(cluster, "Connected", 30*time.Second)
 }
 
@@ -95,20 +85,7 @@ func TestUntrustedCertificateIsStalled(t *testing.T) {
 // (here the same API server, addressed as a remote one would be).
 func TestKubeVirtRemoteClusterThroughKubeconfig(t *testing.T) {
 	l := hypervisorlab.KubeVirt(t)
-	cfg := testenv.Config()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
-	kc.CurrentContext = "remote"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.Create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
-		Data:       map[string][]byte{"kubeconfig": data},
-	})
+	l.KubeconfigSecret("remote-kubeconfig")
 	l.Create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "broken-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
 		Data:       map[string][]byte{"kubeconfig": []byte("apiVersion: v1\nclusters: [this is not a kubeconfig")},

@@ -1,16 +1,14 @@
 package hypervisorcluster_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
+	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 )
 
 // retryCap caps the pause before a failed check is retried (the provider's
@@ -21,21 +19,10 @@ const retryCap = 200 * time.Millisecond
 // One manager runs the HypervisorCluster reconciler alone against the
 // package's control plane; each test has its own namespace and simulator.
 func TestMain(m *testing.M) {
-	testenv.MainWith(m, func() (func(), error) {
-		ctrl.SetLogger(logr.Discard())
-		if err := hypervisorlab.InstallKubeVirt(context.Background()); err != nil {
-			return nil, err
-		}
-		mgr, err := hypervisorlab.NewManager()
-		if err != nil {
-			return nil, err
-		}
-		if err := (&hypervisorcluster.Reconciler{
-			Client: mgr.GetClient(), Hypervisors: hypervisorlab.NewRegistry(mgr),
+	hypervisorlab.Main(m, func(mgr ctrl.Manager, registry *hypervisors.Registry) error {
+		return (&hypervisorcluster.Reconciler{
+			Client: mgr.GetClient(), Hypervisors: registry,
 			Recorder: mgr.GetEventRecorder("hypervisorcluster"), RetryCap: retryCap,
-		}).SetupWithManager(mgr); err != nil {
-			return nil, err
-		}
-		return hypervisorlab.Start(mgr), nil
+		}).SetupWithManager(mgr)
 	})
 }

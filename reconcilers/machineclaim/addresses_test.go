@@ -12,6 +12,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 )
 
 // Static addressing: each claim takes a free address of the template's list,
@@ -19,8 +20,8 @@ import (
 // claim waits, saying so, until one is released.
 func TestStaticAddressesComeFromThePool(t *testing.T) {
 	l := newLab(t)
-	vmid := int32(templateVMID)
-	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+	vmid := int32(hypervisorlab.TemplateVMID)
+	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "static"},
 		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
 			ClusterRef: meta.LocalObjectReference{Name: "pve"},
@@ -37,20 +38,20 @@ func TestStaticAddressesComeFromThePool(t *testing.T) {
 	if a.Status.AssignedAddress == "" || a.Status.AssignedAddress == b.Status.AssignedAddress {
 		t.Fatalf("addresses %q and %q: want two distinct ones from the pool", a.Status.AssignedAddress, b.Status.AssignedAddress)
 	}
-	vm, _ := l.sim.VM(int(*a.Status.VMID))
+	vm, _ := l.Sim.VM(int(*a.Status.VMID))
 	if want := "ip=" + a.Status.AssignedAddress + ",gw=10.0.20.1"; vm.Config["ipconfig0"] != want {
 		t.Errorf("ipconfig0 = %q, want %q", vm.Config["ipconfig0"], want)
 	}
 
 	l.claim("c", static)
 	c := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "c"}}
-	l.waitReason(c, "AddressPoolExhausted", 30*time.Second)
+	l.WaitReason(c, "AddressPoolExhausted", 30*time.Second)
 
-	if err := l.c.Delete(context.Background(), a); err != nil {
+	if err := l.C.Delete(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 30*time.Second, func() (bool, string) {
-		err := l.get(a)
+		err := l.Get(a)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 	c = l.waitPhase("c", hypervisorv1alpha1.MachineReady, time.Minute)

@@ -11,6 +11,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -23,10 +24,10 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 	mc := l.waitPhase("stuck", hypervisorv1alpha1.MachineReady, time.Minute)
 	vmid := int(*mc.Status.VMID)
 
-	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `.*`, Action: proxmoxsim.FaultHTTPError, Status: 503}); err != nil {
+	if err := l.Sim.InjectFault(proxmoxsim.Fault{Path: `.*`, Action: proxmoxsim.FaultHTTPError, Status: 503}); err != nil {
 		t.Fatal(err)
 	}
-	if err := l.c.Delete(context.Background(), mc); err != nil {
+	if err := l.C.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
 	// The deletion fails and is retried; then the suite's 8 s finalization
@@ -34,12 +35,12 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 	l.waitPhase("stuck", hypervisorv1alpha1.MachineStopping, 30*time.Second)
 	claimClock.Step(t, 9*time.Second)
 	eventually.That(t, 40*time.Second, func() (bool, string) {
-		err := l.get(mc)
-		return apierrors.IsNotFound(err), fmt.Sprintf("claim still present (%v): %s", err, describe(mc.Status.Phase, mc.Status.Conditions))
+		err := l.Get(mc)
+		return apierrors.IsNotFound(err), fmt.Sprintf("claim still present (%v): %s", err, hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions))
 	})
 	eventually.That(t, 10*time.Second, func() (bool, string) {
 		var evs eventsv1.EventList
-		if err := l.c.List(context.Background(), &evs, inNamespace(l.ns)); err != nil {
+		if err := l.C.List(context.Background(), &evs, inNamespace(l.NS)); err != nil {
 			return false, err.Error()
 		}
 		for _, e := range evs.Items {
@@ -49,13 +50,13 @@ func TestFinalizationDeadlineReleasesTheClaimAndTheSweeperFinishes(t *testing.T)
 		}
 		return false, fmt.Sprintf("no FinalizerDeadlineExceeded event among %d events", len(evs.Items))
 	})
-	if _, ok := l.sim.VM(vmid); !ok {
+	if _, ok := l.Sim.VM(vmid); !ok {
 		t.Fatal("the VM vanished while Proxmox was failing every request")
 	}
 
-	l.sim.ClearFaults()
+	l.Sim.ClearFaults()
 	eventually.That(t, 30*time.Second, func() (bool, string) {
-		_, ok := l.sim.VM(vmid)
+		_, ok := l.Sim.VM(vmid)
 		return !ok, fmt.Sprintf("VM %d still exists after Proxmox recovered", vmid)
 	})
 }

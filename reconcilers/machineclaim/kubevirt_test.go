@@ -12,77 +12,49 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
 // The MachineClaim lifecycle again, on KubeVirt: the same reconciler, the
 // provider chosen by the HypervisorCluster, kubevirtsim playing KubeVirt.
 
-const kubevirtVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","metadata":{"labels":{"app":"runner"}},
-"spec":{"template":{"spec":{"domain":{"devices":{"disks":[{"name":"root","disk":{"bus":"virtio"}}]},
-"resources":{"requests":{"memory":"1Gi"}}},"volumes":[{"name":"root","containerDisk":{"image":"quay.io/containerdisks/ubuntu:24.04"}}]}}}}`
-
-// kvLab is one test's KubeVirt cluster and template objects.
+// kvLab is one test's KubeVirt cluster "kv" and template "ubuntu", with
+// what only the claim tests look for in it.
 type kvLab struct{ *lab }
 
 func newKubeVirtLab(t *testing.T) *kvLab {
 	t.Helper()
-	l := &kvLab{&lab{t: t, ns: testenv.Namespace(t), c: testenv.Client()}}
-	l.create(&hypervisorv1alpha1.HypervisorCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "kv"},
-		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider:            hypervisorv1alpha1.ProviderKubeVirt,
-			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
-			KubeVirt:            &hypervisorv1alpha1.KubeVirtClusterSpec{Labels: map[string]string{"team": "ci"}},
-		},
-	})
-	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "kv"},
-			Resources:  &hypervisorv1alpha1.MachineResources{CPUCores: 2},
-			CloudInit:  &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu", SSHAuthorizedKeys: []string{"ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIPklYEYOAAQ5wdG7Ld42DyDAYdrfAmV+qaWeMTrHZYce ops@example.com"}},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(kubevirtVM)}},
-		},
-	})
-	return l
-}
-
-func (l *kvLab) vm(name string) (*kubevirtv1.VirtualMachine, error) {
-	vm := &kubevirtv1.VirtualMachine{}
-	return vm, l.c.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: name}, vm)
+	return &kvLab{&lab{hypervisorlab.KubeVirt(t)}}
 }
 
 // claimVMs are the namespace's VMs made for MachineClaims.
 func (l *kvLab) claimVMs() []kubevirtv1.VirtualMachine {
-	l.t.Helper()
+	l.T.Helper()
 	var list kubevirtv1.VirtualMachineList
-	if err := l.c.List(context.Background(), &list, client.InNamespace(l.ns), client.MatchingLabels{kubevirt.LabelOwnerKind: "MachineClaim"}); err != nil {
-		l.t.Fatal(err)
+	if err := l.C.List(context.Background(), &list, client.InNamespace(l.NS), client.MatchingLabels{kubevirt.LabelOwnerKind: "MachineClaim"}); err != nil {
+		l.T.Fatal(err)
 	}
 	return list.Items
 }
 
 // nothingLeft: no VM, instance or cloud-init Secret of a claim remains.
 func (l *kvLab) nothingLeft(timeout time.Duration) {
-	l.t.Helper()
-	eventually.That(l.t, timeout, func() (bool, string) {
+	l.T.Helper()
+	eventually.That(l.T, timeout, func() (bool, string) {
 		var vmis kubevirtv1.VirtualMachineInstanceList
 		var secrets corev1.SecretList
 		sel := client.MatchingLabels{kubevirt.LabelOwnerKind: "MachineClaim"}
-		if err := l.c.List(context.Background(), &vmis, client.InNamespace(l.ns)); err != nil {
+		if err := l.C.List(context.Background(), &vmis, client.InNamespace(l.NS)); err != nil {
 			return false, err.Error()
 		}
-		if err := l.c.List(context.Background(), &secrets, client.InNamespace(l.ns), sel); err != nil {
+		if err := l.C.List(context.Background(), &secrets, client.InNamespace(l.NS), sel); err != nil {
 			return false, err.Error()
 		}
 		vms := l.claimVMs()
@@ -99,10 +71,10 @@ func TestKubeVirtClaimLifecycleWithTimeout(t *testing.T) {
 	})
 	mc := l.waitPhase("box", hypervisorv1alpha1.MachineReady, time.Minute)
 	if mc.Status.Node == "" || len(mc.Status.Addresses) == 0 || mc.Status.ExpiryTime == nil || mc.Status.VMID != nil ||
-		mc.Status.ProviderID != "kubevirt://"+l.ns+"/"+mc.Status.MachineName || mc.Status.Provider != hypervisorv1alpha1.ProviderKubeVirt {
+		mc.Status.ProviderID != "kubevirt://"+l.NS+"/"+mc.Status.MachineName || mc.Status.Provider != hypervisorv1alpha1.ProviderKubeVirt {
 		t.Fatalf("Ready claim status incomplete: %+v", mc.Status)
 	}
-	vm, err := l.vm(mc.Status.MachineName)
+	vm, err := l.VM(mc.Status.MachineName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +85,7 @@ func TestKubeVirtClaimLifecycleWithTimeout(t *testing.T) {
 		t.Errorf("VM not made as the template says: labels %v, runStrategy %v, spec %+v", vm.Labels, vm.Spec.RunStrategy, spec)
 	}
 	secret := &corev1.Secret{}
-	if err := l.c.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: mc.Status.MachineName + "-cloudinit"}, secret); err != nil {
+	if err := l.C.Get(context.Background(), client.ObjectKey{Namespace: l.NS, Name: mc.Status.MachineName + "-cloudinit"}, secret); err != nil {
 		t.Fatal(err)
 	}
 	if ud := string(secret.Data[kubevirt.UserDataKey]); !strings.Contains(ud, "user: ubuntu") || !strings.Contains(ud, "ops@example.com") {
@@ -132,7 +104,7 @@ func TestKubeVirtSelfShutdownIsDetectedAndCleanedUp(t *testing.T) {
 	l := newKubeVirtLab(t)
 	l.claim("runner")
 	mc := l.waitPhase("runner", hypervisorv1alpha1.MachineReady, time.Minute)
-	if err := kvSim.GuestShutdown(l.ns, mc.Status.MachineName); err != nil {
+	if err := kvSim.GuestShutdown(l.NS, mc.Status.MachineName); err != nil {
 		t.Fatal(err)
 	}
 	mc = l.waitPhase("runner", hypervisorv1alpha1.MachineTerminated, 30*time.Second)
@@ -144,22 +116,22 @@ func TestKubeVirtSelfShutdownIsDetectedAndCleanedUp(t *testing.T) {
 
 func TestKubeVirtDeleteDuringProvisioningLeavesNothing(t *testing.T) {
 	l := newKubeVirtLab(t)
-	name := "hf-" + l.ns + "-doomed"
-	kvSim.HangScheduling(l.ns, name)
-	defer kvSim.ReleaseScheduling(l.ns, name)
+	name := "hf-" + l.NS + "-doomed"
+	kvSim.HangScheduling(l.NS, name)
+	defer kvSim.ReleaseScheduling(l.NS, name)
 	mc := l.claim("doomed")
 	l.waitPhase("doomed", hypervisorv1alpha1.MachineProvisioning, 30*time.Second)
 	eventually.That(t, 30*time.Second, func() (bool, string) {
 		vmi := &kubevirtv1.VirtualMachineInstance{}
-		err := l.c.Get(context.Background(), client.ObjectKey{Namespace: l.ns, Name: name}, vmi)
+		err := l.C.Get(context.Background(), client.ObjectKey{Namespace: l.NS, Name: name}, vmi)
 		return err == nil && vmi.Status.Phase == kubevirtv1.Scheduling, fmt.Sprintf("instance %v %s", err, vmi.Status.Phase)
 	})
-	if err := l.c.Delete(context.Background(), mc); err != nil {
+	if err := l.C.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 30*time.Second, func() (bool, string) {
-		err := l.get(mc)
-		return apierrors.IsNotFound(err), "claim still there: " + describe(mc.Status.Phase, mc.Status.Conditions)
+		err := l.Get(mc)
+		return apierrors.IsNotFound(err), "claim still there: " + hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions)
 	})
 	l.nothingLeft(5 * time.Second)
 }
@@ -171,8 +143,8 @@ func TestKubeVirtTemplateFromConfigMap(t *testing.T) {
 	l := newKubeVirtLab(t)
 	yamlTemplate := "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  labels:\n    owner: ${cyberdesk_name}\n    by: ${managed_by}\n" +
 		"spec:\n  template:\n    spec:\n      domain:\n        devices: {}\n"
-	l.create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vm-template"}, Data: map[string]string{"template.yaml": yamlTemplate}})
-	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+	l.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "vm-template"}, Data: map[string]string{"template.yaml": yamlTemplate}})
+	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "from-cm"},
 		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
 			ClusterRef: meta.LocalObjectReference{Name: "kv"},
@@ -181,7 +153,7 @@ func TestKubeVirtTemplateFromConfigMap(t *testing.T) {
 	})
 	l.claim("cm-claim", func(mc *hypervisorv1alpha1.MachineClaim) { mc.Spec.TemplateRef.Name = "from-cm" })
 	mc := l.waitPhase("cm-claim", hypervisorv1alpha1.MachineReady, time.Minute)
-	vm, err := l.vm(mc.Status.MachineName)
+	vm, err := l.VM(mc.Status.MachineName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +176,7 @@ func TestKubeVirtFiftyClaimsAtOnce(t *testing.T) {
 	wg.Wait()
 	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
-		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
+		if err := l.C.List(context.Background(), &list, inNamespace(l.NS)); err != nil {
 			return false, err.Error()
 		}
 		ready := 0
@@ -218,12 +190,12 @@ func TestKubeVirtFiftyClaimsAtOnce(t *testing.T) {
 	if vms := l.claimVMs(); len(vms) != n {
 		t.Errorf("%d VMs for %d claims", len(vms), n)
 	}
-	if err := l.c.DeleteAllOf(context.Background(), &hypervisorv1alpha1.MachineClaim{}, client.InNamespace(l.ns)); err != nil {
+	if err := l.C.DeleteAllOf(context.Background(), &hypervisorv1alpha1.MachineClaim{}, client.InNamespace(l.NS)); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
-		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
+		if err := l.C.List(context.Background(), &list, inNamespace(l.NS)); err != nil {
 			return false, err.Error()
 		}
 		return len(list.Items) == 0, fmt.Sprintf("%d claims left", len(list.Items))
@@ -237,37 +209,24 @@ func TestKubeVirtFiftyClaimsAtOnce(t *testing.T) {
 // hypervisorcluster.)
 func TestKubeVirtClaimOnRemoteClusterThroughKubeconfig(t *testing.T) {
 	l := newKubeVirtLab(t)
-	cfg := testenv.Config()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
-	kc.CurrentContext = "remote"
-	data, err := clientcmd.Write(*kc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote-kubeconfig", Labels: map[string]string{meta.CredentialsLabel: "true"}},
-		Data:       map[string][]byte{"kubeconfig": data},
-	})
-	l.create(&hypervisorv1alpha1.HypervisorCluster{
+	l.KubeconfigSecret("remote-kubeconfig")
+	l.Create(&hypervisorv1alpha1.HypervisorCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "kv-remote"},
 		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
 			Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: "remote-kubeconfig"},
 			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
 		},
 	})
-	l.create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "remote-ubuntu"},
 		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
 			ClusterRef: meta.LocalObjectReference{Name: "kv-remote"},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(kubevirtVM)}},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(hypervisorlab.KubeVirtVM)}},
 		},
 	})
 	l.claim("remote-box", func(mc *hypervisorv1alpha1.MachineClaim) { mc.Spec.TemplateRef.Name = "remote-ubuntu" })
 	mc := l.waitPhase("remote-box", hypervisorv1alpha1.MachineReady, time.Minute)
-	if _, err := l.vm(mc.Status.MachineName); err != nil {
+	if _, err := l.VM(mc.Status.MachineName); err != nil {
 		t.Errorf("the claim's VM is not on the remote cluster: %v", err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -17,6 +16,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
@@ -33,7 +33,7 @@ func TestClaimLifecycleWithTimeout(t *testing.T) {
 		!strings.HasPrefix(mc.Status.ProviderID, "proxmox://pve1/") || mc.Status.ReadyTime == nil || mc.Status.StartTime == nil {
 		t.Fatalf("Ready claim status incomplete: %+v", mc.Status)
 	}
-	vms := l.ownedVMs()
+	vms := l.OwnedVMs()
 	if len(vms) != 1 || vms[0].VMID != int(*mc.Status.VMID) {
 		t.Fatalf("want exactly the claim's VM, got %+v", vms)
 	}
@@ -51,7 +51,7 @@ func TestClaimLifecycleWithTimeout(t *testing.T) {
 	if mc.Status.TerminationReason != "Expired" {
 		t.Errorf("termination reason %q, want Expired", mc.Status.TerminationReason)
 	}
-	if _, ok := l.sim.VM(vm.VMID); ok {
+	if _, ok := l.Sim.VM(vm.VMID); ok {
 		t.Errorf("VM %d still exists after the claim expired", vm.VMID)
 	}
 	ready := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition)
@@ -60,11 +60,11 @@ func TestClaimLifecycleWithTimeout(t *testing.T) {
 	}
 
 	// Deleting the claim now releases it at once: there is no machine left.
-	if err := l.c.Delete(context.Background(), mc); err != nil {
+	if err := l.C.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 20*time.Second, func() (bool, string) {
-		err := l.get(mc)
+		err := l.Get(mc)
 		return apierrors.IsNotFound(err), fmt.Sprint(err)
 	})
 }
@@ -75,12 +75,12 @@ func TestSelfShutdownIsDetectedAndCleanedUp(t *testing.T) {
 	l := newLab(t)
 	l.claim("runner")
 	mc := l.waitPhase("runner", hypervisorv1alpha1.MachineReady, time.Minute)
-	l.sim.GuestShutdown(int(*mc.Status.VMID))
+	l.Sim.GuestShutdown(int(*mc.Status.VMID))
 	mc = l.waitPhase("runner", hypervisorv1alpha1.MachineTerminated, 30*time.Second)
 	if mc.Status.TerminationReason != "ShutDown" {
 		t.Errorf("termination reason %q, want ShutDown", mc.Status.TerminationReason)
 	}
-	if n := len(l.ownedVMs()); n != 0 {
+	if n := len(l.OwnedVMs()); n != 0 {
 		t.Errorf("%d VMs left after the self-shutdown", n)
 	}
 }
@@ -93,21 +93,21 @@ func TestDeleteDuringCloneLeavesNothing(t *testing.T) {
 	})
 	mc := l.claim("doomed")
 	eventually.That(t, 30*time.Second, func() (bool, string) {
-		for _, vm := range l.sim.VMs() {
+		for _, vm := range l.Sim.VMs() {
 			if vm.Lock == "clone" {
 				return true, ""
 			}
 		}
-		return false, fmt.Sprintf("no clone in flight; VMs %+v", l.sim.VMs())
+		return false, fmt.Sprintf("no clone in flight; VMs %+v", l.Sim.VMs())
 	})
-	if err := l.c.Delete(context.Background(), mc); err != nil {
+	if err := l.C.Delete(context.Background(), mc); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 30*time.Second, func() (bool, string) {
-		err := l.get(mc)
-		return apierrors.IsNotFound(err), fmt.Sprintf("claim still there: %v", describe(mc.Status.Phase, mc.Status.Conditions))
+		err := l.Get(mc)
+		return apierrors.IsNotFound(err), fmt.Sprintf("claim still there: %v", hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions))
 	})
-	for _, vm := range l.sim.VMs() {
+	for _, vm := range l.Sim.VMs() {
 		if !vm.Template {
 			t.Errorf("VM %d (%s, lock %q) left behind", vm.VMID, vm.Name, vm.Lock)
 		}
@@ -120,21 +120,14 @@ func TestDeleteDuringCloneLeavesNothing(t *testing.T) {
 func TestClaimsUseRotatedCredentials(t *testing.T) {
 	l := newLab(t)
 	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}
-	l.waitReason(cluster, "Connected", 30*time.Second)
+	l.WaitReason(cluster, "Connected", 30*time.Second)
 
-	tokenID, _ := l.sim.APIToken()
-	l.sim.SetAPIToken(tokenID, "rotated-secret-1")
-	l.waitReason(cluster, "AuthenticationFailed", 30*time.Second)
+	tokenID, _ := l.Sim.APIToken()
+	l.Sim.SetAPIToken(tokenID, "rotated-secret-1")
+	l.WaitReason(cluster, "AuthenticationFailed", 30*time.Second)
 
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
-	if err := l.get(secret); err != nil {
-		t.Fatal(err)
-	}
-	secret.Data["tokenSecret"] = []byte("rotated-secret-1")
-	if err := l.c.Update(context.Background(), secret); err != nil {
-		t.Fatal(err)
-	}
-	l.waitReason(cluster, "Connected", 30*time.Second)
+	l.UpdateToken("rotated-secret-1")
+	l.WaitReason(cluster, "Connected", 30*time.Second)
 
 	// Claims use the new credentials too.
 	l.claim("after-rotation")
@@ -145,7 +138,7 @@ func TestClaimsUseRotatedCredentials(t *testing.T) {
 // a cluster reports and recovers from faults is tested in hypervisorcluster.)
 func TestFailedCloneTaskIsRetried(t *testing.T) {
 	l := newLab(t)
-	if err := l.sim.InjectFault(proxmoxsim.Fault{Path: `/clone$`, Action: proxmoxsim.FaultTaskFail, Times: 1,
+	if err := l.Sim.InjectFault(proxmoxsim.Fault{Path: `/clone$`, Action: proxmoxsim.FaultTaskFail, Times: 1,
 		Message: "clone failed: storage full"}); err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +162,7 @@ func TestFiftyClaimsAtOnce(t *testing.T) {
 	wg.Wait()
 	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
-		if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
+		if err := l.C.List(context.Background(), &list, inNamespace(l.NS)); err != nil {
 			return false, err.Error()
 		}
 		ready := 0
@@ -181,7 +174,7 @@ func TestFiftyClaimsAtOnce(t *testing.T) {
 		return ready == n, fmt.Sprintf("%d of %d Ready", ready, n)
 	})
 	var list hypervisorv1alpha1.MachineClaimList
-	if err := l.c.List(context.Background(), &list, inNamespace(l.ns)); err != nil {
+	if err := l.C.List(context.Background(), &list, inNamespace(l.NS)); err != nil {
 		t.Fatal(err)
 	}
 	vmids := map[int32]string{}
@@ -192,14 +185,14 @@ func TestFiftyClaimsAtOnce(t *testing.T) {
 		vmids[*mc.Status.VMID] = mc.Name
 	}
 	owners := map[string]int{}
-	for _, vm := range l.ownedVMs() {
+	for _, vm := range l.OwnedVMs() {
 		for _, tag := range vm.Tags {
 			if strings.HasPrefix(tag, "hf-owner-") {
 				owners[tag]++
 			}
 		}
 	}
-	if len(l.ownedVMs()) != n || len(owners) != n {
-		t.Errorf("%d VMs for %d owners; want %d of each (no twins)", len(l.ownedVMs()), len(owners), n)
+	if len(l.OwnedVMs()) != n || len(owners) != n {
+		t.Errorf("%d VMs for %d owners; want %d of each (no twins)", len(l.OwnedVMs()), len(owners), n)
 	}
 }

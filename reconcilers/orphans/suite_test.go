@@ -60,7 +60,7 @@ func TestMain(m *testing.M) {
 			cancel()
 			return nil, err
 		}
-		stop := hypervisorlab.Start(mgr)
+		stop := testenv.StartManager(mgr)
 		return func() {
 			stop()
 			cancel()

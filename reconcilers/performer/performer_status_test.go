@@ -2,7 +2,6 @@ package performer
 
 import (
 	"errors"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -15,11 +14,8 @@ import (
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions/conditionstest"
 )
-
-// timestamp matches a date or a time of day, which no condition message
-// may carry: it would make every status write a change.
-var timestamp = regexp.MustCompile(`\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}:\d{2}`)
 
 // Each Pod trouble becomes the right kstatus state, with a message that
 // does not change with the kubelet's back-off counters.
@@ -70,7 +66,7 @@ func TestComputeStatusFromPods(t *testing.T) {
 			if strings.Contains(o.Message, "back-off") {
 				t.Errorf("the message carries the kubelet's back-off: %q", o.Message)
 			}
-			checkSummary(t, s.perf, o, true)
+			conditionstest.CheckSummary(t, s.perf, o, true)
 		})
 	}
 }
@@ -131,7 +127,7 @@ func TestComputeStatus(t *testing.T) {
 			if st.PodName != tc.podName {
 				t.Errorf("status.podName = %q, want %q", st.PodName, tc.podName)
 			}
-			checkSummary(t, s.perf, o, tc.err == nil)
+			conditionstest.CheckSummary(t, s.perf, o, tc.err == nil)
 		})
 	}
 
@@ -140,21 +136,5 @@ func TestComputeStatus(t *testing.T) {
 	computeStatus(s, nil)
 	if st := s.perf.Status; st.ServiceName != "performer-avs" || st.GRPCEndpoint != "performer-avs.ns.svc.cluster.local:8080" {
 		t.Errorf("service fields: %+v", st)
-	}
-}
-
-// checkSummary sets the conditions as the finalize-status step would and
-// checks them against kstatus, and the message for timestamps.
-func checkSummary(t *testing.T, p *hourglassv1alpha1.Performer, o conditions.Summary, reconciled bool) {
-	t.Helper()
-	if timestamp.MatchString(o.Message) {
-		t.Errorf("the message carries a timestamp: %q", o.Message)
-	}
-	conditions.Set(p, p.Generation, o)
-	if reconciled {
-		p.Status.ObservedGeneration = p.Generation
-	}
-	if v := conditions.Violations(p, reconciled); len(v) > 0 {
-		t.Errorf("kstatus violations: %v", v)
 	}
 }

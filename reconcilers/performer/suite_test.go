@@ -79,14 +79,9 @@ func TestMain(m *testing.M) {
 		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
+		stop := testenv.StartManager(mgr)
 		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-			}
+			stop()
 			_ = os.RemoveAll(dir)
 		}, nil
 	})

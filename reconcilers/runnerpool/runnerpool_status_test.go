@@ -3,8 +3,6 @@ package runnerpool
 import (
 	"errors"
 	"fmt"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,10 +13,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions/conditionstest"
 )
-
-// timestamp matches an RFC 3339 time or a clock time in a message.
-var timestamp = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}|\d{2}:\d{2}:\d{2}`)
 
 func claimsOf(n int) []*hypervisorv1alpha1.MachineClaim {
 	out := make([]*hypervisorv1alpha1.MachineClaim, n)
@@ -196,13 +192,9 @@ func TestComputeStatus(t *testing.T) {
 					t.Errorf("%s is %v, want %v", cond, is, want)
 				}
 			}
-			if v := conditions.Violations(pool, tc.err == nil); len(v) > 0 {
-				t.Errorf("kstatus violations: %s", strings.Join(v, "; "))
-			}
+			conditionstest.NoViolations(t, pool, tc.err == nil)
 			for _, c := range pool.Status.Conditions {
-				if timestamp.MatchString(c.Message) {
-					t.Errorf("condition %s message carries a timestamp: %q", c.Type, c.Message)
-				}
+				conditionstest.NoTimestamp(t, c.Message)
 			}
 			st := pool.Status
 			if s.scaled == nil {

@@ -11,11 +11,11 @@ import (
 	"fmt"
 	"io"
 	"log"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -23,6 +23,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -94,17 +96,26 @@ func InstallKubeVirt(ctx context.Context) error {
 	return kubevirtsim.Install(ctx, testenv.Config())
 }
 
-// Start runs mgr until the returned teardown is called.
-func Start(mgr ctrl.Manager) (teardown func()) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			fmt.Fprintf(os.Stderr, "manager: %v\n", err)
+// Main is testenv.MainWith for a suite of the hypervisor kinds: once the
+// control plane is up it installs KubeVirt's CRDs, builds the manager
+// (NewManager) and the registry (NewRegistry), lets wire add the reconcilers
+// the suite tests, and runs the manager until the tests end. A suite that
+// runs more beside the manager (a simulator) calls testenv.MainWith itself.
+func Main(m *testing.M, wire func(mgr ctrl.Manager, registry *hypervisors.Registry) error) {
+	testenv.MainWith(m, func() (func(), error) {
+		ctrl.SetLogger(logr.Discard())
+		if err := InstallKubeVirt(context.Background()); err != nil {
+			return nil, err
 		}
-	}
+		mgr, err := NewManager()
+		if err != nil {
+			return nil, err
+		}
+		if err := wire(mgr, NewRegistry(mgr)); err != nil {
+			return nil, err
+		}
+		return testenv.StartManager(mgr), nil
+	})
 }
 
 // Lab is one test's hypervisor: a Proxmox simulator (Sim) or a KubeVirt
@@ -208,6 +219,42 @@ func KubeVirt(t *testing.T) *Lab {
 		},
 	})
 	return l
+}
+
+// UpdateToken writes secret as the token secret in the lab's credentials
+// Secret "pve-token", as an operator rotating the Proxmox token would.
+func (l *Lab) UpdateToken(secret string) {
+	l.T.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}}
+	if err := l.Get(s); err != nil {
+		l.T.Fatal(err)
+	}
+	s.Data["tokenSecret"] = []byte(secret)
+	if err := l.C.Update(context.Background(), s); err != nil {
+		l.T.Fatal(err)
+	}
+}
+
+// KubeconfigSecret makes the credentials Secret name, holding under
+// "kubeconfig" a kubeconfig for this API server addressed as a remote
+// cluster would be: so a test reaches a "remote" KubeVirt without a second
+// control plane.
+func (l *Lab) KubeconfigSecret(name string) {
+	l.T.Helper()
+	cfg := testenv.Config()
+	kc := clientcmdapi.NewConfig()
+	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
+	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
+	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
+	kc.CurrentContext = "remote"
+	data, err := clientcmd.Write(*kc)
+	if err != nil {
+		l.T.Fatal(err)
+	}
+	l.Create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": data},
+	})
 }
 
 // Create makes obj in the lab's namespace, failing the test if it cannot.
