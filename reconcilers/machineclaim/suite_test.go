@@ -29,6 +29,10 @@ func TestMain(m *testing.M) {
 			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: hypervisorlab.OperatorNamespace,
 			ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second, MachineClaimClock: claimClock,
 			OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: 2 * time.Second,
+			// Claims need their cluster and template reconciled; the sweeper
+			// finishes what a finalization deadline left behind.
+			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
+				manager.ControllerMachineClaim, manager.ControllerOrphans},
 		}
 		// kubevirtsim runs until the teardown; the manager has its own stop
 		// in testenv.StartManager.
