@@ -371,3 +371,181 @@ func TestRunnerPoolScaleSubresource(t *testing.T) {
 		t.Fatalf("scaling above maxReplicas gave %v; want a refusal", err)
 	}
 }
+
+const (
+	cdBasic = "apiVersion: cyberdesk.io/v1alpha1\nkind: Cyberdesk\nmetadata: {name: x}\nspec: {}\n"
+	// runnerWorkload and spireAttestation are the smallest valid sections
+	// holding the template's two durations, so a case changes one field only.
+	runnerWorkload   = "{type: github-runner, githubRunner: {httpTimeout: %s}}"
+	spireAttestation = "{method: join-token, spire: {serverAddress: 'spire:8081', trustDomain: example.org, tokenTTL: %s}}"
+)
+
+// A name of n characters, for the limits on names that become label values
+// or VM names.
+func longName(n int) string { return strings.Repeat("a", n) }
+
+// Every value the operator cannot use is refused by the API server, so that
+// one object can never stop a reconciler (a MachineClaim with timeout: 3d
+// used to break the claim cache for every tenant). For each rule added for
+// that, one value on each side that breaks it, and the message names the
+// field. A duration in units Go cannot parse fails the pattern; one out of
+// range fails the CEL rule, whose message gives the range.
+func TestOutOfRangeValuesAreRefusedNamingTheField(t *testing.T) {
+	cases := []struct {
+		name    string
+		obj     string
+		setName string // metadata.name, when the case is about the name
+		edits   []string
+		want    string
+	}{
+		// HypervisorCluster
+		{"health check in days", hvcProxmox, "", []string{"spec.healthCheckInterval", "1d"}, "spec.healthCheckInterval in body should match"},
+		{"health check under a second", hvcProxmox, "", []string{"spec.healthCheckInterval", "500ms"}, "spec.healthCheckInterval must be a duration between 1s and 24h"},
+		{"health check over a day", hvcProxmox, "", []string{"spec.healthCheckInterval", "25h"}, "spec.healthCheckInterval must be a duration between 1s and 24h"},
+		{"task timeout in days", hvcProxmox, "", []string{"spec.proxmox.taskTimeout", "1d"}, "spec.proxmox.taskTimeout in body should match"},
+		{"task timeout under 10s", hvcProxmox, "", []string{"spec.proxmox.taskTimeout", "9s"}, "spec.proxmox.taskTimeout must be a duration between 10s and 24h"},
+		{"task timeout over a day", hvcProxmox, "", []string{"spec.proxmox.taskTimeout", "24h1s"}, "spec.proxmox.taskTimeout must be a duration between 10s and 24h"},
+		{"clone concurrency per node too high", hvcProxmox, "", []string{"spec.proxmox.maxConcurrentClonesPerNode", "65"}, "spec.proxmox.maxConcurrentClonesPerNode: Invalid value: 65"},
+		{"clone concurrency per storage zero", hvcProxmox, "", []string{"spec.proxmox.maxConcurrentClonesPerStorage", "0"}, "spec.proxmox.maxConcurrentClonesPerStorage: Invalid value: 0"},
+		{"clone concurrency per storage too high", hvcProxmox, "", []string{"spec.proxmox.maxConcurrentClonesPerStorage", "65"}, "spec.proxmox.maxConcurrentClonesPerStorage: Invalid value: 65"},
+		// HypervisorMachineTemplate
+		{"agent http timeout with a space", hmtProxmox, "", []string{"spec.workload", fmt.Sprintf(runnerWorkload, "'30 s'")}, "spec.workload.githubRunner.httpTimeout in body should match"},
+		{"agent http timeout zero", hmtProxmox, "", []string{"spec.workload", fmt.Sprintf(runnerWorkload, "0s")}, "spec.workload.githubRunner.httpTimeout must be a duration between 1s and 10m"},
+		{"agent http timeout over 10m", hmtProxmox, "", []string{"spec.workload", fmt.Sprintf(runnerWorkload, "11m")}, "spec.workload.githubRunner.httpTimeout must be a duration between 1s and 10m"},
+		{"join token TTL in minutes spelt out", hmtProxmox, "", []string{"spec.attestation", fmt.Sprintf(spireAttestation, "10min")}, "spec.attestation.spire.tokenTTL in body should match"},
+		{"join token TTL under a minute", hmtProxmox, "", []string{"spec.attestation", fmt.Sprintf(spireAttestation, "59s")}, "spec.attestation.spire.tokenTTL must be a duration between 1m and 24h"},
+		{"join token TTL over a day", hmtProxmox, "", []string{"spec.attestation", fmt.Sprintf(spireAttestation, "48h")}, "spec.attestation.spire.tokenTTL must be a duration between 1m and 24h"},
+		{"memory above 16Ti", hmtProxmox, "", []string{"spec.resources", "{memory: 17Ti}"}, "spec.resources.memory must be at most 16Ti"},
+		{"disk below 1Gi", hmtProxmox, "", []string{"spec.resources", "{diskSize: 512Mi}"}, "spec.resources.diskSize must be at least 1Gi"},
+		{"disk above 1Pi", hmtProxmox, "", []string{"spec.resources", "{diskSize: 2Pi}"}, "spec.resources.diskSize must be at most 1Pi"},
+		{"zero cores", hmtProxmox, "", []string{"spec.resources", "{cpuCores: 0}"}, "spec.resources.cpuCores: Invalid value: 0"},
+		{"too many cores", hmtProxmox, "", []string{"spec.resources", "{cpuCores: 513}"}, "spec.resources.cpuCores: Invalid value: 513"},
+		{"zero sockets", hmtProxmox, "", []string{"spec.resources", "{cpuSockets: 0}"}, "spec.resources.cpuSockets: Invalid value: 0"},
+		{"too many sockets", hmtProxmox, "", []string{"spec.resources", "{cpuSockets: 17}"}, "spec.resources.cpuSockets: Invalid value: 17"},
+		{"VLAN zero", hmtProxmox, "", []string{"spec.network", "{vlanTag: 0}"}, "spec.network.vlanTag: Invalid value: 0"},
+		{"VLAN above 4094", hmtProxmox, "", []string{"spec.network", "{vlanTag: 4095}"}, "spec.network.vlanTag: Invalid value: 4095"},
+		{"source vmid above the Proxmox range", hmtProxmox, "", []string{"spec.proxmox.source", "{vmid: 1000000000}"}, "spec.proxmox.source.vmid: Invalid value: 1000000000"},
+		// MachineClaim
+		{"claim timeout in days", mcBasic, "", []string{"spec.timeout", "3d"}, "spec.timeout in body should match"},
+		{"claim timeout zero", mcBasic, "", []string{"spec.timeout", "0s"}, "spec.timeout must be a duration between 1s and 8760h (365 days)"},
+		{"claim timeout over a year", mcBasic, "", []string{"spec.timeout", "8761h"}, "spec.timeout must be a duration between 1s and 8760h (365 days)"},
+		{"claim max lifetime negative", mcBasic, "", []string{"spec.maxLifetime", "-1h"}, "spec.maxLifetime in body should match"},
+		{"claim max lifetime under a minute", mcBasic, "", []string{"spec.maxLifetime", "30s"}, "spec.maxLifetime must be a duration between 1m and 8760h (365 days)"},
+		{"claim max lifetime over a year", mcBasic, "", []string{"spec.maxLifetime", "9000h"}, "spec.maxLifetime must be a duration between 1m and 8760h (365 days)"},
+		{"provisioning timeout in weeks", mcBasic, "", []string{"spec.provisioningTimeout", "1w"}, "spec.provisioningTimeout in body should match"},
+		{"provisioning timeout under a minute", mcBasic, "", []string{"spec.provisioningTimeout", "59s"}, "spec.provisioningTimeout must be a duration between 1m and 24h"},
+		{"provisioning timeout over a day", mcBasic, "", []string{"spec.provisioningTimeout", "25h"}, "spec.provisioningTimeout must be a duration between 1m and 24h"},
+		// RunnerPool
+		{"pool name longer than a label value", rpRepo, longName(64), nil, "a RunnerPool name may be at most 63 characters"},
+		{"negative min replicas", rpRepo, "", []string{"spec.minReplicas", "-1"}, "spec.minReplicas: Invalid value: -1"},
+		{"min replicas above 10000", rpRepo, "", []string{"spec.minReplicas", "10001", "spec.maxReplicas", "10000"}, "spec.minReplicas: Invalid value: 10001"},
+		{"zero max replicas", rpRepo, "", []string{"spec.maxReplicas", "0"}, "spec.maxReplicas: Invalid value: 0"},
+		{"max replicas above 10000", rpRepo, "", []string{"spec.maxReplicas", "10001"}, "spec.maxReplicas: Invalid value: 10001"},
+		{"negative replicas", rpRepo, "", []string{"spec.replicas", "-1"}, "spec.replicas: Invalid value: -1"},
+		{"replicas above 10000", rpRepo, "", []string{"spec.maxReplicas", "10000", "spec.replicas", "10001"}, "spec.replicas: Invalid value: 10001"},
+		{"idle TTL negative", rpRepo, "", []string{"spec.idleTTL", "-1s"}, "spec.idleTTL in body should match"},
+		{"idle TTL over a week", rpRepo, "", []string{"spec.idleTTL", "169h"}, "spec.idleTTL must be a duration between 0s and 168h (7 days)"},
+		{"runner max lifetime in days", rpRepo, "", []string{"spec.maxLifetime", "2d"}, "spec.maxLifetime in body should match"},
+		{"runner max lifetime under a minute", rpRepo, "", []string{"spec.maxLifetime", "59s"}, "spec.maxLifetime must be a duration between 1m and 8760h (365 days)"},
+		{"runner max lifetime over a year", rpRepo, "", []string{"spec.maxLifetime", "8761h"}, "spec.maxLifetime must be a duration between 1m and 8760h (365 days)"},
+		{"registration timeout as a bare number", rpRepo, "", []string{"spec.registrationTimeout", "'900'"}, "spec.registrationTimeout in body should match"},
+		{"registration timeout zero", rpRepo, "", []string{"spec.registrationTimeout", "0s"}, "spec.registrationTimeout must be a duration between 30s and 24h"},
+		{"registration timeout under 30s", rpRepo, "", []string{"spec.registrationTimeout", "29s"}, "spec.registrationTimeout must be a duration between 30s and 24h"},
+		{"registration timeout over a day", rpRepo, "", []string{"spec.registrationTimeout", "25h"}, "spec.registrationTimeout must be a duration between 30s and 24h"},
+		{"poll interval in days", rpRepo, "", []string{"spec.webhookScaling", "{pollInterval: 1d}"}, "spec.webhookScaling.pollInterval in body should match"},
+		{"poll interval of a millisecond", rpRepo, "", []string{"spec.webhookScaling", "{pollInterval: 1ms}"}, "spec.webhookScaling.pollInterval must be 0s (off) or a duration between 10s and 24h"},
+		{"poll interval under 10s", rpRepo, "", []string{"spec.webhookScaling", "{pollInterval: 9s}"}, "spec.webhookScaling.pollInterval must be 0s (off) or a duration between 10s and 24h"},
+		{"poll interval over a day", rpRepo, "", []string{"spec.webhookScaling", "{pollInterval: 25h}"}, "spec.webhookScaling.pollInterval must be 0s (off) or a duration between 10s and 24h"},
+		// Cyberdesk
+		{"desk name longer than its VM name allows", cdBasic, longName(54), nil, "a Cyberdesk name may be at most 53 characters"},
+		{"desk timeout over a year", cdBasic, "", []string{"spec.timeoutMs", "31536000001"}, "spec.timeoutMs in body should be less than or equal to 31536000000"},
+		{"desk timeout that overflowed time.Duration", cdBasic, "", []string{"spec.timeoutMs", "9300000000000"}, "spec.timeoutMs in body should be less than or equal to 31536000000"},
+		// HourglassExecutor
+		{"executor name longer than a label value", hgeBasic, longName(64), nil, "metadata.name must be a DNS label of at most 63 characters"},
+		{"executor name not a DNS label", hgeBasic, "Executor_1", nil, "metadata.name must be a DNS label of at most 63 characters"},
+		{"chain id above EIP-2294", hgeBasic, "", []string{"spec.chains", `[{name: eth, chainId: 4503599627370477, rpcURL: "https://eth", taskMailboxAddress: "0x2222222222222222222222222222222222222222"}]`}, "spec.chains[0].chainId: Invalid value: 4503599627370477"},
+		{"negative executor replicas", hgeBasic, "", []string{"spec.replicas", "-1"}, "spec.replicas: Invalid value: -1"},
+		{"executor replicas above 100", hgeBasic, "", []string{"spec.replicas", "101"}, "spec.replicas: Invalid value: 101"},
+		// Performer
+		{"performer name longer than its Service name allows", perfBasic, longName(54), nil, "metadata.name must be a DNS label of at most 53 characters"},
+		{"grpc port zero", perfBasic, "", []string{"spec.config", "{grpcPort: 0}"}, "spec.config.grpcPort: Invalid value: 0"},
+		{"negative GPU count", perfBasic, "", []string{"spec.hardwareRequirements", "{gpuCount: -1}"}, "spec.hardwareRequirements.gpuCount: Invalid value: -1"},
+		{"more than 16 GPUs", perfBasic, "", []string{"spec.hardwareRequirements", "{gpuType: nvidia-a100, gpuCount: 17}"}, "spec.hardwareRequirements.gpuCount: Invalid value: 17"},
+	}
+	ns := testenv.Namespace(t)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := edit(t, tc.obj, tc.edits...)
+			obj.SetName(fmt.Sprintf("out-of-range-%d", i))
+			if tc.setName != "" {
+				obj.SetName(tc.setName)
+			}
+			obj.SetNamespace(ns)
+			err := testenv.Client().Create(context.Background(), obj)
+			if err == nil {
+				t.Fatalf("accepted; want refusal containing %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("refused with\n  %v\nwant the message to contain\n  %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// The bounds themselves, and every spelling Go's time.ParseDuration reads,
+// are accepted: the rules refuse only what the operator cannot use.
+func TestValuesAtTheBoundsAreAccepted(t *testing.T) {
+	cases := []struct {
+		name    string
+		obj     string
+		setName string
+		edits   []string
+	}{
+		{"cluster at the lower bounds", hvcProxmox, "", []string{"spec.healthCheckInterval", "1s", "spec.proxmox.taskTimeout", "10s"}},
+		{"cluster at the upper bounds", hvcProxmox, "", []string{"spec.healthCheckInterval", "24h", "spec.proxmox.taskTimeout", "1440m"}},
+		{"template at the lower bounds", hmtProxmox, "", []string{"spec.workload", fmt.Sprintf(runnerWorkload, "1s"), "spec.attestation", fmt.Sprintf(spireAttestation, "1m"),
+			"spec.resources", "{memory: 128Mi, diskSize: 1Gi, cpuCores: 1, cpuSockets: 1}"}},
+		{"template at the upper bounds", hmtProxmox, "", []string{"spec.workload", fmt.Sprintf(runnerWorkload, "10m"), "spec.attestation", fmt.Sprintf(spireAttestation, "24h"),
+			"spec.resources", "{memory: 16Ti, diskSize: 1Pi, cpuCores: 512, cpuSockets: 16}"}},
+		{"claim at the lower bounds", mcBasic, "", []string{"spec.timeout", "1s", "spec.maxLifetime", "1m", "spec.provisioningTimeout", "60s"}},
+		{"claim at the upper bounds, fractions and compound units", mcBasic, "", []string{"spec.timeout", "8760h", "spec.maxLifetime", "8759h59m60s", "spec.provisioningTimeout", "23.5h"}},
+		{"pool at the lower bounds", rpRepo, longName(63), []string{"spec.idleTTL", "0s", "spec.maxLifetime", "1m", "spec.registrationTimeout", "30s", "spec.webhookScaling", "{pollInterval: 10s}"}},
+		{"pool with polling off", rpRepo, "", []string{"spec.webhookScaling", "{pollInterval: 0s}"}},
+		{"pool at the upper bounds", rpRepo, "", []string{"spec.idleTTL", "168h", "spec.maxLifetime", "8760h", "spec.registrationTimeout", "24h",
+			"spec.webhookScaling", "{pollInterval: 24h}", "spec.maxReplicas", "10000", "spec.replicas", "10000"}},
+		{"desk at the bounds", cdBasic, longName(53), []string{"spec.timeoutMs", "31536000000"}},
+		{"executor at the bounds", hgeBasic, longName(63), []string{"spec.chains", `[{name: eth, chainId: 4503599627370476, rpcURL: "https://eth", taskMailboxAddress: "0x2222222222222222222222222222222222222222"}]`}},
+		{"performer at the bounds", perfBasic, longName(53), []string{"spec.hardwareRequirements", "{gpuType: nvidia-a100, gpuCount: 16}"}},
+	}
+	ns := testenv.Namespace(t)
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			obj := edit(t, tc.obj, tc.edits...)
+			obj.SetName(fmt.Sprintf("in-range-%d", i))
+			if tc.setName != "" {
+				obj.SetName(tc.setName)
+			}
+			obj.SetNamespace(ns)
+			if err := testenv.Client().Create(context.Background(), obj); err != nil {
+				t.Fatalf("refused: %v", err)
+			}
+		})
+	}
+}
+
+// The issue's case, on its own: a MachineClaim with timeout: 3d is refused
+// when it is written (it used to be stored, and then no MachineClaim of any
+// tenant could be listed), and the refusal tells the user how to write it.
+func TestMachineClaimTimeoutInDaysIsRefused(t *testing.T) {
+	obj := edit(t, mcBasic, "spec.timeout", "3d")
+	obj.SetNamespace(testenv.Namespace(t))
+	err := testenv.Client().Create(context.Background(), obj)
+	if err == nil {
+		t.Fatal("a MachineClaim with spec.timeout: 3d was accepted")
+	}
+	for _, want := range []string{`spec.timeout: Invalid value: "3d"`, "e.g. 72h for three days"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("refused with\n  %v\nwant the message to contain\n  %q", err, want)
+		}
+	}
+}

@@ -20,8 +20,11 @@ const (
 // CyberdeskSpec asks for one desktop VM for a limited time.
 type CyberdeskSpec struct {
 	// TimeoutMs is how long the desktop may run, in milliseconds, counted
-	// from when its VM starts. At expiry the VM is shut down.
+	// from when its VM starts. At expiry the VM is shut down. Between 1000
+	// (one second) and 31536000000 (365 days); the upper bound keeps the
+	// expiry far from time.Duration's overflow at about 9.2e12 ms.
 	// +kubebuilder:validation:Minimum=1000
+	// +kubebuilder:validation:Maximum=31536000000
 	// +kubebuilder:default=3600000
 	// +optional
 	TimeoutMs int64 `json:"timeoutMs,omitempty"`

@@ -15,8 +15,10 @@ type ChainConfig struct {
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
 	// +required
 	Name string `json:"name"`
-	// ChainID, e.g. 1 for Ethereum mainnet.
+	// ChainID, e.g. 1 for Ethereum mainnet. At most 4503599627370476, the
+	// largest chain ID EIP-2294 allows.
 	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=4503599627370476
 	// +required
 	ChainID int64 `json:"chainId"`
 	// RPCURL of the chain's JSON-RPC endpoint.

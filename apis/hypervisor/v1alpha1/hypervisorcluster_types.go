@@ -60,7 +60,13 @@ type HypervisorClusterSpec struct {
 
 	// HealthCheckInterval is how often the hypervisor is checked for
 	// reachability, version and capacity when nothing else changes.
+	// Between 1s and 24h: below a second the check would run on every
+	// reconcile; above a day a hypervisor's outage goes unnoticed for too
+	// long. Go duration units only (s, m, h): 7d is refused, write 168h.
 	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="spec.healthCheckInterval must be a duration between 1s and 24h, e.g. 5m"
 	// +optional
 	HealthCheckInterval *metav1.Duration `json:"healthCheckInterval,omitempty"`
 }
@@ -140,8 +146,13 @@ type ProxmoxClusterSpec struct {
 	CloudInitStorage string `json:"cloudInitStorage,omitempty"`
 
 	// TaskTimeout bounds how long one Proxmox task (clone, start, delete) is
-	// polled before it is reported as stuck.
+	// polled before it is reported as stuck. Between 10s and 24h: even a
+	// linked clone's task takes seconds, so a shorter bound would report
+	// healthy tasks as stuck; a full clone of a large disk can take hours.
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="spec.proxmox.taskTimeout must be a duration between 10s and 24h, e.g. 10m"
 	// +optional
 	TaskTimeout *metav1.Duration `json:"taskTimeout,omitempty"`
 }

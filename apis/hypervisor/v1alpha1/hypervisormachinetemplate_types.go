@@ -67,13 +67,16 @@ type MachineResources struct {
 	// +kubebuilder:validation:Maximum=16
 	// +optional
 	CPUSockets int32 `json:"cpuSockets,omitempty"`
-	// Memory, e.g. 4Gi. At least 128Mi.
+	// Memory, e.g. 4Gi. At least 128Mi, at most 16Ti (beyond what either
+	// hypervisor gives one VM).
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="spec.resources.memory must be at least 128Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Ti')) <= 0",message="spec.resources.memory must be at most 16Ti"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 	// DiskSize of the boot disk, e.g. 40Gi. The disk is grown to this size
-	// after cloning; it is never shrunk.
+	// after cloning; it is never shrunk. At least 1Gi, at most 1Pi.
 	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="spec.resources.diskSize must be at least 1Gi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Pi')) <= 0",message="spec.resources.diskSize must be at most 1Pi"
 	// +optional
 	DiskSize *resource.Quantity `json:"diskSize,omitempty"`
 }
@@ -224,8 +227,13 @@ type GitHubRunnerWorkload struct {
 	// +kubebuilder:default="run.sh"
 	// +optional
 	RunScript string `json:"runScript,omitempty"`
-	// HTTPTimeout for the agent's downloads and GitHub calls.
+	// HTTPTimeout for the agent's downloads and GitHub calls. Between 1s and
+	// 10m: below a second no call completes; one call hanging for longer
+	// than ten minutes is better retried.
 	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.workload.githubRunner.httpTimeout must be a duration between 1s and 10m, e.g. 30s"
 	// +optional
 	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
 }
@@ -269,8 +277,13 @@ type SPIREConfig struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	AdminSocketPath string `json:"adminSocketPath,omitempty"`
-	// TokenTTL of a join token.
+	// TokenTTL of a join token. Between 1m and 24h: the token must outlive
+	// the machine's clone and boot, and a join token valid for longer than a
+	// day is a standing credential.
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="spec.attestation.spire.tokenTTL must be a duration between 1m and 24h, e.g. 10m"
 	// +optional
 	TokenTTL *metav1.Duration `json:"tokenTTL,omitempty"`
 	// TrustBundleRef names a ConfigMap or Secret key with the SPIRE trust bundle.

@@ -6,6 +6,15 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
+// Every metav1.Duration field of this group carries the same Pattern: what
+// Go's time.ParseDuration reads, without a sign (no d or w units, no "-1h"),
+// so a value the operator's decoder would fail on is refused when written
+// instead of breaking the informer's list for every object of the kind. A
+// CEL rule beside it gives the bounds the feature needs. The Type=string
+// marker is there because controller-gen applies field markers before it
+// knows metav1.Duration is a string, and refuses a Pattern on an untyped
+// field.
+
 // MachinePhase is the short lifecycle state shown by kubectl get.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Running;Ready;Stopping;Terminated;Failed
 type MachinePhase string
@@ -37,18 +46,32 @@ type MachineClaimSpec struct {
 	TemplateRef meta.LocalObjectReference `json:"templateRef"`
 
 	// Timeout is how long the machine may run once Ready before it is shut
-	// down and the claim Terminated. Unset: no timeout.
+	// down and the claim Terminated. Unset: no timeout. Between 1s and
+	// 8760h (365 days), in Go duration units (s, m, h): 3d is refused,
+	// write 72h.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="spec.timeout must be a duration between 1s and 8760h (365 days), e.g. 72h for three days"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
 	// MaxLifetime caps the claim's whole life from creation, provisioning
-	// included. Unset: no cap.
+	// included. Unset: no cap. Between 1m and 8760h (365 days): a
+	// shorter cap ends the claim before any machine can be Ready.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('8760h')",message="spec.maxLifetime must be a duration between 1m and 8760h (365 days), e.g. 72h for three days"
 	// +optional
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
 	// ProvisioningTimeout is how long the machine may take to become Ready
-	// before the claim is Failed and the machine removed.
+	// before the claim is Failed and the machine removed. Between 1m and
+	// 24h: a clone and first boot take at least tens of seconds, so a
+	// shorter bound fails every claim.
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="spec.provisioningTimeout must be a duration between 1m and 24h, e.g. 15m"
 	// +optional
 	ProvisioningTimeout *metav1.Duration `json:"provisioningTimeout,omitempty"`
 

@@ -66,24 +66,38 @@ type RunnerPoolSpec struct {
 	// Replicas is a floor set by hand or with kubectl scale; queued jobs
 	// can raise the pool above it, up to maxReplicas. Unset: minReplicas.
 	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
 	// IdleTTL is how long a runner above the floor may sit idle before it is
-	// removed.
+	// removed. Between 0s (removed at once) and 168h (7 days).
 	// +kubebuilder:default="10m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="spec.idleTTL must be a duration between 0s and 168h (7 days), e.g. 10m"
 	// +optional
 	IdleTTL *metav1.Duration `json:"idleTTL,omitempty"`
 
 	// MaxLifetime retires a runner (once idle) this long after its machine
-	// was claimed.
+	// was claimed. Between 1m and 8760h (365 days): a shorter life retires
+	// runners before they can register.
 	// +kubebuilder:default="24h"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('8760h')",message="spec.maxLifetime must be a duration between 1m and 8760h (365 days), e.g. 24h"
 	// +optional
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
 	// RegistrationTimeout is how long a new runner may take to come online in
 	// GitHub before its registration is removed and its machine deleted.
+	// Between 30s and 24h: a machine needs at least that long to boot and
+	// register, and 0s would delete every starting runner on the next
+	// reconcile.
 	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s') && duration(self) <= duration('24h')",message="spec.registrationTimeout must be a duration between 30s and 24h, e.g. 15m"
 	// +optional
 	RegistrationTimeout *metav1.Duration `json:"registrationTimeout,omitempty"`
 
@@ -135,8 +149,14 @@ type WebhookScaling struct {
 	// +optional
 	Enabled *bool `json:"enabled,omitempty"`
 	// PollInterval of the fallback that lists queued jobs, for deliveries
-	// GitHub never made.
+	// GitHub never made. 0s turns the poll off (webhooks alone scale the
+	// pool); otherwise between 10s and 24h: each poll is a GitHub API call
+	// counted against the rate limit, and a shorter interval would poll on
+	// nearly every reconcile.
 	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="spec.webhookScaling.pollInterval must be 0s (off) or a duration between 10s and 24h, e.g. 1m"
 	// +optional
 	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 }
@@ -183,7 +203,10 @@ type RunnerPoolStatus struct {
 
 // RunnerPool keeps between minReplicas and maxReplicas ephemeral GitHub
 // Actions runners, each on a fresh machine, scaling on queued jobs.
+// The name is the hyperfleet.io/runnerpool label value on every claim and
+// bootstrap Secret of the pool, so it is at most 63 characters.
 // +kubebuilder:object:root=true
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="a RunnerPool name may be at most 63 characters: it is the hyperfleet.io/runnerpool label value on the pool's MachineClaims and Secrets"
 // +kubebuilder:subresource:status
 // +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=rp;rps,categories=hyperfleet
