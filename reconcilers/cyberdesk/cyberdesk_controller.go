@@ -241,13 +241,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !desk.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, s, patch)
 	}
-	if !controllerutil.ContainsFinalizer(desk, Finalizer) {
-		fpatch := client.MergeFrom(desk.DeepCopy())
-		controllerutil.AddFinalizer(desk, Finalizer)
-		if err := r.Client.Patch(ctx, desk, fpatch); err != nil {
-			return ctrl.Result{}, err
-		}
-		patch.Rebase()
+	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	return skeleton.RunPhases(ctx, s, r.phases()...)
 }
@@ -270,8 +265,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope, patch *skeleton.Sta
 		err = nil
 	}
 	if err != nil {
-		deadline := d.DeletionTimestamp.Add(r.FinalizationTimeout)
-		if s.now.Before(deadline) {
+		if s.now.Before(skeleton.DeletionDeadline(d, r.FinalizationTimeout)) {
 			if errors.Is(err, providers.ErrInProgress) {
 				return ctrl.Result{RequeueAfter: time.Second}, nil
 			}
@@ -285,14 +279,11 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope, patch *skeleton.Sta
 		operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))
 	}
-	fpatch := client.MergeFrom(d.DeepCopy())
-	controllerutil.RemoveFinalizer(d, Finalizer)
 	r.forgetCounts(string(d.UID))
-	if err := r.Client.Patch(ctx, d, fpatch); err != nil && !apierrors.IsNotFound(err) {
+	if err := patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
 	s.released = true
-	patch.Release()
 	return ctrl.Result{}, nil
 }
 

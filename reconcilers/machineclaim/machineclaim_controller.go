@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -161,13 +160,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if !claim.DeletionTimestamp.IsZero() {
 		return skeleton.RunPhases(ctx, s, r.finalize)
 	}
-	if !controllerutil.ContainsFinalizer(claim, Finalizer) {
-		patch := client.MergeFrom(claim.DeepCopy())
-		controllerutil.AddFinalizer(claim, Finalizer)
-		if err := r.Client.Patch(ctx, claim, patch); err != nil {
-			return ctrl.Result{}, err
-		}
-		s.patch.Rebase()
+	if err := s.patch.EnsureFinalizer(ctx, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	return skeleton.RunPhases(ctx, s,
 		r.ended, r.retire, r.resolve, r.deadlines, r.assignReference, r.ensureAddress, r.provision, r.observe)

@@ -10,7 +10,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -55,7 +54,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 		done = err == nil
 	}
 	if !done {
-		if s.now.Before(claim.DeletionTimestamp.Add(r.FinalizationTimeout)) {
+		if s.now.Before(skeleton.DeletionDeadline(claim, r.FinalizationTimeout)) {
 			s.deletion = &deletion{finalizing: true}
 			if errors.Is(err, providers.ErrInProgress) {
 				return skeleton.StopAndRequeue(2 * time.Second), nil
@@ -70,14 +69,11 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	} else {
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}
-	patch := client.MergeFrom(claim.DeepCopy())
-	controllerutil.RemoveFinalizer(claim, Finalizer)
 	r.backoff.reset(claim.UID)
-	if err := r.Client.Patch(ctx, claim, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
 	s.released = true
-	s.patch.Release()
 	return skeleton.Stop(), nil
 }
 
@@ -356,16 +352,7 @@ func (r *Reconciler) providerError(s *scope, err error) (skeleton.Result, error)
 // recorded (a create after a reference or an address was chosen), and
 // takes it as the base of the final write.
 func (r *Reconciler) checkpoint(ctx context.Context, s *scope) error {
-	c := s.claim
-	if summary := computeStatus(s, nil); summary.Reason != "" {
-		conditions.Set(c, c.Generation, summary)
-	}
-	c.Status.ObservedGeneration = c.Generation
-	if err := conditions.PatchStatus(ctx, r.Client, s.patch.Before(), c); err != nil {
-		return err
-	}
-	s.patch.Rebase()
-	return nil
+	return s.patch.Checkpoint(ctx, computeStatus(s, nil))
 }
 
 // setReference records the reference a provider proposed.

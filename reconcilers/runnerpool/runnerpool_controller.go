@@ -18,7 +18,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -190,25 +189,17 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	s := &scope{pool: pool, key: req.NamespacedName, now: r.Clock.Now(), mem: r.memory(req.NamespacedName)}
 	patch := skeleton.NewStatusPatch(r.Client, pool)
+	s.patch = patch
 	defer func() {
 		summary := computeStatus(s, retErr)
 		result, retErr = patch.Finalize(ctx, summary, result, retErr)
 		r.recordTransition(patch.Before(), pool, summary)
 	}()
 	if !pool.DeletionTimestamp.IsZero() {
-		res, err := skeleton.RunPhases(ctx, s, r.deleteMachines, r.deregisterAll, r.release)
-		if s.released {
-			patch.Release()
-		}
-		return res, err
+		return skeleton.RunPhases(ctx, s, r.deleteMachines, r.deregisterAll, r.release)
 	}
-	if !controllerutil.ContainsFinalizer(pool, Finalizer) {
-		fpatch := client.MergeFrom(pool.DeepCopy())
-		controllerutil.AddFinalizer(pool, Finalizer)
-		if err := r.Client.Patch(ctx, pool, fpatch); err != nil {
-			return ctrl.Result{}, err
-		}
-		patch.Rebase()
+	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
+		return ctrl.Result{}, err
 	}
 	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.observeRunners, r.pollQueuedJobs, r.retireFinished, r.scale)
 }

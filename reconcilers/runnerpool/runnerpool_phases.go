@@ -40,6 +40,9 @@ type scope struct {
 	key  types.NamespacedName
 	mem  *poolMemory
 	now  time.Time
+	// patch is the reconcile's deferred status write; release lets the
+	// pool go through it.
+	patch *skeleton.StatusPatch
 
 	// templateMissing: spec.templateRef names no template (getTemplate).
 	templateMissing bool
@@ -238,16 +241,13 @@ func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Resu
 func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, error) {
 	pool := s.pool
 	if s.cleanupLeft > 0 || s.cleanupErr != nil {
-		deadline := pool.DeletionTimestamp.Add(r.FinalizationTimeout)
-		if s.now.Before(deadline) {
+		if s.now.Before(skeleton.DeletionDeadline(pool, r.FinalizationTimeout)) {
 			return skeleton.StopAndRequeue(2 * time.Second), nil
 		}
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
 			"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, s.cleanupLeft, s.cleanupErr)
 	}
-	patch := client.MergeFrom(pool.DeepCopy())
-	controllerutil.RemoveFinalizer(pool, Finalizer)
-	if err := r.Client.Patch(ctx, pool, patch); err != nil && !apierrors.IsNotFound(err) {
+	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
 	r.forget(s.key)

@@ -112,6 +112,25 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 	return result, err
 }
 
+// Checkpoint writes the status now, in the middle of a reconcile, before a
+// call that must find it recorded (a machine's reference before its create
+// call, so a crash after the call finds the same machine instead of making
+// a twin), and takes the result as the base of the final write.
+func (p *StatusPatch) Checkpoint(ctx context.Context, summary conditions.Summary) error {
+	obj := p.obj
+	if summary.Reason != "" {
+		conditions.Set(obj, obj.GetGeneration(), summary)
+	}
+	obj.SetObservedGeneration(obj.GetGeneration())
+	concluded := obj.DeepCopyObject().(Object)
+	if err := conditions.PatchStatus(ctx, p.client, p.before, obj); err != nil {
+		return err
+	}
+	notify(concluded, true)
+	p.Rebase()
+	return nil
+}
+
 // IsConflict reports a conflict, or a create of something that exists
 // already: both mean the cache is behind the latest write.
 func IsConflict(err error) bool {

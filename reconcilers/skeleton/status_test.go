@@ -166,3 +166,24 @@ func TestFinalizerAddedThenReleased(t *testing.T) {
 		return apierrors.IsNotFound(err), fmt.Sprintf("claim still there: %v", err)
 	})
 }
+
+func TestCheckpointWritesNowAndRebases(t *testing.T) {
+	ctx := context.Background()
+	claim := newClaim(t)
+	p := skeleton.NewStatusPatch(testenv.Client(), claim)
+	claim.Status.MachineName = "hf-claim"
+	if err := p.Checkpoint(ctx, progressing); err != nil {
+		t.Fatal(err)
+	}
+	got := reread(t, claim)
+	if got.Status.MachineName != "hf-claim" || got.Status.ObservedGeneration != got.Generation {
+		t.Fatalf("status after the checkpoint = %+v; want the machine name recorded before the create call", got.Status)
+	}
+	// Nothing changed since the checkpoint: the final step writes nothing.
+	if _, err := p.Finalize(ctx, progressing, ctrl.Result{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if again := reread(t, claim); again.ResourceVersion != got.ResourceVersion {
+		t.Fatalf("the final step rewrote what the checkpoint wrote (resourceVersion %s → %s)", got.ResourceVersion, again.ResourceVersion)
+	}
+}
