@@ -20,16 +20,24 @@ func staticPool(t *hypervisorv1alpha1.HypervisorMachineTemplate) []string {
 
 // addressHolders maps each address of the pool to the claims of the same
 // template that recorded it (live claims only: a Terminated claim's machine
-// is gone, so its address is free again).
-func (r *Reconciler) addressHolders(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (map[string][]hypervisorv1alpha1.MachineClaim, error) {
+// is gone, so its address is free again). It reads the cache, or, with
+// fresh, the API server itself.
+func (r *Reconciler) addressHolders(ctx context.Context, c *hypervisorv1alpha1.MachineClaim, fresh bool) (map[string][]hypervisorv1alpha1.MachineClaim, error) {
 	var list hypervisorv1alpha1.MachineClaimList
-	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{templateRefIndex: c.Spec.TemplateRef.Name}); err != nil {
+	var err error
+	if fresh {
+		// The API server has no index of templateRef: filter below.
+		err = r.APIReader.List(ctx, &list, client.InNamespace(c.Namespace))
+	} else {
+		err = r.Client.List(ctx, &list, client.InNamespace(c.Namespace), client.MatchingFields{templateRefIndex: c.Spec.TemplateRef.Name})
+	}
+	if err != nil {
 		return nil, err
 	}
 	holders := map[string][]hypervisorv1alpha1.MachineClaim{}
 	for _, other := range list.Items {
-		if other.Status.AssignedAddress == "" || other.Status.Phase == hypervisorv1alpha1.MachineTerminated ||
-			other.Status.Phase == hypervisorv1alpha1.MachineFailed {
+		if other.Spec.TemplateRef.Name != c.Spec.TemplateRef.Name || other.Status.AssignedAddress == "" ||
+			other.Status.Phase == hypervisorv1alpha1.MachineTerminated || other.Status.Phase == hypervisorv1alpha1.MachineFailed {
 			continue
 		}
 		holders[other.Status.AssignedAddress] = append(holders[other.Status.AssignedAddress], other)
@@ -39,7 +47,7 @@ func (r *Reconciler) addressHolders(ctx context.Context, c *hypervisorv1alpha1.M
 
 // assignAddress takes the first free address of the pool for c.
 func (r *Reconciler) assignAddress(ctx context.Context, c *hypervisorv1alpha1.MachineClaim, pool []string) error {
-	holders, err := r.addressHolders(ctx, c)
+	holders, err := r.addressHolders(ctx, c, false)
 	if err != nil {
 		return err
 	}
@@ -54,9 +62,11 @@ func (r *Reconciler) assignAddress(ctx context.Context, c *hypervisorv1alpha1.Ma
 
 // addressConflict reports whether an older claim holds c's address too (two
 // claims that chose at once from a cache that had not seen the other); the
-// newer one gives its address up and chooses again.
+// newer one gives its address up and chooses again. It asks the API server,
+// not the cache: a cache that lags the other claim's write (a busy
+// manager) would let both keep the address.
 func (r *Reconciler) addressConflict(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (bool, error) {
-	holders, err := r.addressHolders(ctx, c)
+	holders, err := r.addressHolders(ctx, c, true)
 	if err != nil {
 		return false, err
 	}

@@ -37,8 +37,9 @@ const templateRefIndex = "machineclaim.templateRef"
 type Reconciler struct {
 	Client      client.Client
 	Hypervisors *hypervisors.Registry
-	// APIReader reads KubeVirt templates held in ConfigMaps, uncached, so
-	// an edit reaches the very next machine.
+	// APIReader reads past the cache: KubeVirt templates held in
+	// ConfigMaps, so an edit reaches the very next machine, and the claims
+	// holding a static address, so two claims never keep the same one.
 	APIReader client.Reader
 	// Credentials reads spec.userDataSecretRef (a GET, label-gated).
 	Credentials *credentials.Reader
@@ -69,6 +70,9 @@ var registerMetrics sync.Once
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.ObserveInterval == 0 {
 		r.ObserveInterval = 30 * time.Second
