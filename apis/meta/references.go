@@ -56,3 +56,13 @@ type KeyReference struct {
 // CA bundles, webhook secrets). The operator's Secret cache selects on it, so
 // it never lists or watches the other Secrets of the cluster.
 const CredentialsLabel = "hyperfleet.io/credentials"
+
+// ManagedByLabel, set to ManagedByValue, is on every Pod, Service,
+// Deployment and ConfigMap the operator makes. The operator's cache selects
+// those kinds on it, so it never lists or watches the other Pods and
+// ConfigMaps of the cluster; anything it did not make (a template or CA
+// bundle ConfigMap) is read past the cache.
+const (
+	ManagedByLabel = "app.kubernetes.io/managed-by"
+	ManagedByValue = "hyperfleet"
+)

@@ -5,6 +5,7 @@ package manager
 import (
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -24,27 +25,9 @@ import (
 
 // New builds a manager from a completed Options.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	credentials, err := labels.NewRequirement(meta.CredentialsLabel, selection.Exists, nil)
+	cacheOpts, err := CacheOptions(o)
 	if err != nil {
 		return nil, err
-	}
-	cacheOpts := cache.Options{
-		// Secrets are watched only in the operator's own namespace, and only
-		// with the credentials label; Secrets elsewhere are read with a GET
-		// (credentials.Reader). The operator never lists or watches
-		// Secrets cluster-wide.
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {
-				Label:      labels.NewSelector().Add(*credentials),
-				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
-			},
-		},
-	}
-	if len(o.Namespaces) > 0 {
-		cacheOpts.DefaultNamespaces = map[string]cache.Config{}
-		for _, ns := range o.Namespaces {
-			cacheOpts.DefaultNamespaces[ns] = cache.Config{}
-		}
 	}
 
 	metricsOpts := metricsserver.Options{BindAddress: o.MetricsAddr, SecureServing: o.MetricsSecure}
@@ -93,6 +76,44 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, fmt.Errorf("setting up the reconcilers: %w", err)
 	}
 	return mgr, nil
+}
+
+// CacheOptions are the operator's cache rules; the suites build their
+// managers with them too, so a read the cache cannot answer fails there.
+//
+// Secrets are watched only in the operator's own namespace, and only with
+// the credentials label; Secrets elsewhere are read with a GET
+// (credentials.Reader). Pods, Services, Deployments and ConfigMaps are
+// watched only with meta.ManagedByLabel=hyperfleet, the label on every one
+// the operator makes, so its memory follows its own workloads and not the
+// cluster's size. Anything else of those kinds (a template or CA bundle
+// ConfigMap, a name taken by someone else's object) is read through the
+// manager's APIReader: the cache would answer NotFound for it.
+func CacheOptions(o Options) (cache.Options, error) {
+	credentials, err := labels.NewRequirement(meta.CredentialsLabel, selection.Exists, nil)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	managed := labels.SelectorFromSet(labels.Set{meta.ManagedByLabel: meta.ManagedByValue})
+	opts := cache.Options{
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Secret{}: {
+				Label:      labels.NewSelector().Add(*credentials),
+				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
+			},
+			&corev1.Pod{}:        {Label: managed},
+			&corev1.Service{}:    {Label: managed},
+			&corev1.ConfigMap{}:  {Label: managed},
+			&appsv1.Deployment{}: {Label: managed},
+		},
+	}
+	if len(o.Namespaces) > 0 {
+		opts.DefaultNamespaces = map[string]cache.Config{}
+		for _, ns := range o.Namespaces {
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts, nil
 }
 
 func leaseLock(cfg *rest.Config, o Options) (resourcelock.Interface, error) {

@@ -117,8 +117,15 @@ func TestMain(m *testing.M) {
 // the operator wires it; stopMgr stops it and waits.
 func startManager() error {
 	skipNameValidation := true
+	// The operator's cache rules: the template ConfigMap carries no
+	// managed-by label, so only a read past the cache finds it.
+	cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: operatorNamespace})
+	if err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(testenv.Config(), ctrl.Options{
 		Scheme:                 testenv.Scheme(),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 		// A restart registers the controller again in this process.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
 // Labels and annotations. app and hourglass.eigenlayer.io/name are the
@@ -23,18 +24,16 @@ const (
 	// Pods run with; a new hash rolls the Deployment.
 	AnnotationConfigHash = "hourglass.eigenlayer.io/config-hash"
 
-	labelName      = "app.kubernetes.io/name"
-	labelInstance  = "app.kubernetes.io/instance"
-	labelManagedBy = "app.kubernetes.io/managed-by"
-	appName        = "hourglass-executor"
+	labelName     = "app.kubernetes.io/name"
+	labelInstance = "app.kubernetes.io/instance"
+	appName       = "hourglass-executor"
 
-	containerName     = "executor"
-	configVolume      = "config"
-	keysVolume        = "operator-keys"
-	defaultKeysMount  = "/etc/hourglass/keys"
-	defaultReplicas   = int32(1)
-	fieldOwner        = "hyperfleet-executor"
-	managedByOperator = "hyperfleet"
+	containerName    = "executor"
+	configVolume     = "config"
+	keysVolume       = "operator-keys"
+	defaultKeysMount = "/etc/hourglass/keys"
+	defaultReplicas  = int32(1)
+	fieldOwner       = "hyperfleet-executor"
 )
 
 // DeploymentName and ConfigMapName are the original operator's names.
@@ -49,7 +48,9 @@ func selectorLabels(e *hourglassv1alpha1.HourglassExecutor) map[string]string {
 
 func commonLabels(e *hourglassv1alpha1.HourglassExecutor) map[string]string {
 	l := selectorLabels(e)
-	l[labelName], l[labelInstance], l[labelManagedBy] = appName, e.Name, managedByOperator
+	// The operator's cache selects on ManagedByLabel: a Deployment or
+	// ConfigMap without it is read through the APIReader (ensureOwned).
+	l[labelName], l[labelInstance], l[meta.ManagedByLabel] = appName, e.Name, meta.ManagedByValue
 	return l
 }
 

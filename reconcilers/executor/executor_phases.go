@@ -129,6 +129,14 @@ func (r *Reconciler) selectedPerformers(ctx context.Context, e *hourglassv1alpha
 // exists that e does not control. The applied result is left in want.
 func (r *Reconciler) ensureOwned(ctx context.Context, e *hourglassv1alpha1.HourglassExecutor, want, existing client.Object) error {
 	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), existing)
+	if apierrors.IsNotFound(err) {
+		// The cache holds only objects labelled as the operator's: someone
+		// else's object of this name, or one the original Hourglass operator
+		// made, is invisible to it. Ask the API server before applying, so
+		// the first is refused rather than taken over, and the second is
+		// adopted (the apply adds the label). Only on the way to a create.
+		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), existing)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:

@@ -19,9 +19,13 @@ import (
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/executor"
 )
+
+// mgr is the suite's manager; the cache test reads its cache.
+var mgr ctrl.Manager
 
 // A manager with the HourglassExecutor reconciler alone runs against the
 // package's control plane: the executor reads the Performers' specs, never
@@ -30,8 +34,15 @@ import (
 func TestMain(m *testing.M) {
 	testenv.MainWith(m, func() (func(), error) {
 		ctrl.SetLogger(logr.Discard())
-		mgr, err := ctrl.NewManager(testenv.Config(), ctrl.Options{
+		// The operator's cache rules: a read the label-selected cache
+		// cannot answer fails here as it would in production.
+		cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: "hyperfleet-system"})
+		if err != nil {
+			return nil, err
+		}
+		mgr, err = ctrl.NewManager(testenv.Config(), ctrl.Options{
 			Scheme:                 testenv.Scheme(),
+			Cache:                  cacheOpts,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
 		})

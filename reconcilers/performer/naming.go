@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
 // Labels and annotations on what the reconciler makes. The first two are the
@@ -20,11 +21,9 @@ const (
 	// longer than a label value may be).
 	AnnotationVersion = "hourglass.eigenlayer.io/version"
 
-	labelName      = "app.kubernetes.io/name"
-	labelInstance  = "app.kubernetes.io/instance"
-	labelManagedBy = "app.kubernetes.io/managed-by"
-	managedBy      = "hyperfleet"
-	appName        = "hourglass-performer"
+	labelName     = "app.kubernetes.io/name"
+	labelInstance = "app.kubernetes.io/instance"
+	appName       = "hourglass-performer"
 
 	// DefaultGRPCPort is used when spec.config.grpcPort is unset (the CRD
 	// defaults it, but objects stored before the default existed lack it).
@@ -75,6 +74,8 @@ func commonLabels(p *hourglassv1alpha1.Performer) map[string]string {
 		LabelPerformer: p.Name,
 		labelName:      appName,
 		labelInstance:  p.Name,
-		labelManagedBy: managedBy,
+		// The operator's cache selects on it: a Pod or Service without it
+		// is invisible to the reconciler (see adoptLegacy).
+		meta.ManagedByLabel: meta.ManagedByValue,
 	}
 }

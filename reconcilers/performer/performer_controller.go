@@ -11,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -46,12 +47,16 @@ type Reconciler struct {
 	ClusterDomain string
 	// MaxConcurrentReconciles is the number of workers.
 	MaxConcurrentReconciles int
+
+	// adopted holds, per Performer (NamespacedName → UID), that adoptLegacy
+	// found every one of its Pods in the cache in this process.
+	adopted sync.Map
 }
 
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers/finalizers,verbs=update
-// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
@@ -130,19 +135,25 @@ type scope struct {
 	rejected error
 	// serviceConflict: the Service's name is taken by someone else's.
 	serviceConflict *specError
+	// adopting: Pods of this Performer the cache does not show yet (just
+	// labelled by adoptLegacy, or just made); the roll waits for them.
+	adopting string
 }
 
 // phases are the steps of the roll, in order: replace what is dead or
 // stuck, make the desired revision's Pod, point the Service at the Ready
 // one, and only then remove what no longer serves.
 func (r *Reconciler) phases() []skeleton.Phase[*scope] {
-	return []skeleton.Phase[*scope]{r.observePods, r.replaceBroken, r.createPod, r.routeService, r.removeOld}
+	return []skeleton.Phase[*scope]{r.adoptLegacy, r.observePods, r.replaceBroken, r.createPod, r.routeService, r.removeOld}
 }
 
 // Reconcile drives one Performer.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	perf := &hourglassv1alpha1.Performer{}
 	if err := r.Client.Get(ctx, req.NamespacedName, perf); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.forget(req.NamespacedName)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}

@@ -321,7 +321,16 @@ func pickServing(pods []*corev1.Pod, routed string) *corev1.Pod {
 func (r *Reconciler) ensureService(ctx context.Context, s *scope, hash string) error {
 	p := s.perf
 	existing := &corev1.Service{}
-	err := r.Client.Get(ctx, client.ObjectKey{Namespace: p.Namespace, Name: ServiceName(p.Name)}, existing)
+	key := client.ObjectKey{Namespace: p.Namespace, Name: ServiceName(p.Name)}
+	err := r.Client.Get(ctx, key, existing)
+	if apierrors.IsNotFound(err) {
+		// The cache holds only Services labelled as the operator's: someone
+		// else's Service of this name, or the original Hourglass operator's,
+		// is invisible to it. Ask the API server before applying, so the
+		// first is refused rather than taken over, and the second adopted
+		// (the apply adds the label). Only on the way to a create.
+		err = r.APIReader.Get(ctx, key, existing)
+	}
 	switch {
 	case apierrors.IsNotFound(err):
 		existing = nil

@@ -26,6 +26,7 @@ const (
 	ReasonPodRejected     = "PodRejected"
 	ReasonServiceConflict = "ServiceConflict"
 	ReasonReconcileError  = "ReconcileError"
+	ReasonAdoptingPods    = "AdoptingPods"
 )
 
 // computeStatus sets the status fields (phase, Service, serving Pod) from
@@ -48,6 +49,14 @@ func computeStatus(s *scope, err error) conditions.Summary {
 			st.Phase = hourglassv1alpha1.PerformerPending
 		}
 		return conditions.Summary{State: conditions.Waiting, Reason: ReasonReconcileError, Message: fmt.Sprintf("retrying: %v", err)}
+	case s.adopting != "":
+		// A one-time wait before the roll, with no Pods observed: the phase
+		// and Pod fields stay as they were.
+		if st.Phase == "" {
+			st.Phase = hourglassv1alpha1.PerformerPending
+		}
+		return conditions.Summary{State: conditions.Progressing, Reason: ReasonAdoptingPods, Message: fmt.Sprintf(
+			"waiting for the operator's cache to show Pod %s, labelled %s=%s", s.adopting, meta.ManagedByLabel, meta.ManagedByValue)}
 	case !p.DeletionTimestamp.IsZero():
 		st.Phase = hourglassv1alpha1.PerformerTerminating
 		return conditions.Summary{State: conditions.Progressing, Reason: meta.DeletingReason,

@@ -98,6 +98,8 @@ func TestComputeStatus(t *testing.T) {
 			phase: hourglassv1alpha1.PerformerUpgrading, state: conditions.Stalled, reason: ReasonNoTEEMapping, want: "Pod old (version v-a) keeps serving", podName: "old"},
 		{name: "Pod made, cache behind", scope: scope{starting: cur},
 			phase: hourglassv1alpha1.PerformerPending, state: conditions.Progressing, reason: ReasonPodStarting, want: "Pod cur is being created"},
+		{name: "Pods made before the managed-by label, being adopted", scope: scope{adopting: "legacy-1"}, before: hourglassv1alpha1.PerformerRunning,
+			phase: hourglassv1alpha1.PerformerRunning, state: conditions.Progressing, reason: ReasonAdoptingPods, want: "show Pod legacy-1", podName: "previous"},
 		{name: "Pod rejected", scope: scope{rejected: rejected},
 			phase: hourglassv1alpha1.PerformerFailed, state: conditions.Stalled, reason: ReasonPodRejected, want: `RuntimeClass "tdx" not found`},
 		{name: "Service name taken", scope: scope{current: cur, serviceConflict: &specError{reason: ReasonServiceConflict, message: "Service performer-avs exists and is not managed by this Performer"}},

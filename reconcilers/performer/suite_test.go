@@ -23,6 +23,7 @@ import (
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
@@ -31,6 +32,13 @@ import (
 // fakeClock drives the Pending timeout: a test steps it past the bound
 // instead of waiting five minutes.
 var fakeClock = clocktesting.NewFakeClock(time.Now())
+
+// mgr and reconciler are the suite's: the cache test reads mgr's cache, the
+// adoption test makes reconciler forget what a restart would.
+var (
+	mgr        ctrl.Manager
+	reconciler *performer.Reconciler
+)
 
 // testPlacement overrides the TEE table as an operator would: sgx as built
 // in, tdx on this cluster's own labels and runtime class, and no sev.
@@ -65,18 +73,26 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		mgr, err := ctrl.NewManager(testenv.Config(), ctrl.Options{
+		// The operator's cache rules: a read the label-selected cache
+		// cannot answer fails here as it would in production.
+		cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: "hyperfleet-system"})
+		if err != nil {
+			return nil, err
+		}
+		mgr, err = ctrl.NewManager(testenv.Config(), ctrl.Options{
 			Scheme:                 testenv.Scheme(),
+			Cache:                  cacheOpts,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
 			HealthProbeBindAddress: "0",
 		})
 		if err != nil {
 			return nil, err
 		}
-		if err := (&performer.Reconciler{
+		reconciler = &performer.Reconciler{
 			Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("performer"),
 			Clock: fakeClock, Placement: placement,
-		}).SetupWithManager(mgr); err != nil {
+		}
+		if err := reconciler.SetupWithManager(mgr); err != nil {
 			return nil, err
 		}
 		stop := testenv.StartManager(mgr)
