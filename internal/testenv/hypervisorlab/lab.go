@@ -20,20 +20,18 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
@@ -54,22 +52,18 @@ const TemplateVMID = 9000
 const SecretTTL = 100 * time.Millisecond
 
 // NewManager builds a manager on the package's control plane with the
-// operator's cache rules (Secrets only in the operator's namespace, and only
-// with the credentials label; see internal/manager), no metrics or probe
-// listeners and no leader election.
+// operator's own cache rules (manager.CacheOptions: Secrets only in the
+// operator's namespace and with the credentials label; Pods, Services,
+// Deployments and ConfigMaps only with the managed-by label), no metrics or
+// probe listeners and no leader election.
 func NewManager() (ctrl.Manager, error) {
-	credentials, err := labels.NewRequirement(meta.CredentialsLabel, selection.Exists, nil)
+	cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: OperatorNamespace})
 	if err != nil {
 		return nil, err
 	}
 	return ctrl.NewManager(testenv.Config(), ctrl.Options{
-		Scheme: scheme.New(),
-		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Secret{}: {
-				Label:      labels.NewSelector().Add(*credentials),
-				Namespaces: map[string]cache.Config{OperatorNamespace: {}},
-			},
-		}},
+		Scheme:                 scheme.New(),
+		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
 	})
