@@ -270,14 +270,21 @@ func TestInvalidObjectsAreRefusedNamingTheField(t *testing.T) {
 			obj := edit(t, tc.obj, tc.edits...)
 			obj.SetName(fmt.Sprintf("invalid-%d", i))
 			obj.SetNamespace(ns)
-			err := testenv.Client().Create(context.Background(), obj)
-			if err == nil {
-				t.Fatalf("accepted; want refusal containing %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("refused with\n  %v\nwant the message to contain\n  %q", err, tc.want)
-			}
+			wantRefused(t, obj, tc.want)
 		})
+	}
+}
+
+// wantRefused creates obj and fails t unless the API server refuses it with
+// a message containing want.
+func wantRefused(t *testing.T, obj client.Object, want string) {
+	t.Helper()
+	err := testenv.Client().Create(context.Background(), obj)
+	if err == nil {
+		t.Fatalf("accepted; want refusal containing %q", want)
+	}
+	if !strings.Contains(err.Error(), want) {
+		t.Fatalf("refused with\n  %v\nwant the message to contain\n  %q", err, want)
 	}
 }
 
@@ -481,13 +488,7 @@ func TestOutOfRangeValuesAreRefusedNamingTheField(t *testing.T) {
 				obj.SetName(tc.setName)
 			}
 			obj.SetNamespace(ns)
-			err := testenv.Client().Create(context.Background(), obj)
-			if err == nil {
-				t.Fatalf("accepted; want refusal containing %q", tc.want)
-			}
-			if !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("refused with\n  %v\nwant the message to contain\n  %q", err, tc.want)
-			}
+			wantRefused(t, obj, tc.want)
 		})
 	}
 }

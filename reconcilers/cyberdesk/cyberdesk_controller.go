@@ -225,9 +225,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{desk: desk, now: started}
 	patch := skeleton.NewStatusPatch(r.Client, desk)
 	defer func() {
-		conflict := skeleton.IsConflict(retErr)
 		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		if conflict || s.released {
+		if !patch.Concluded() {
 			return
 		}
 		before := patch.Before().(*cyberdeskv1alpha1.Cyberdesk)

@@ -125,9 +125,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{exec: e}
 	patch := skeleton.NewStatusPatch(r.Client, e)
 	defer func() {
-		conflict := skeleton.IsConflict(retErr)
 		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		if !conflict {
+		if patch.Concluded() {
 			r.recordEvents(patch.Before().(*hourglassv1alpha1.HourglassExecutor), e)
 		}
 	}()

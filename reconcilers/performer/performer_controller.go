@@ -159,9 +159,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
 	patch := skeleton.NewStatusPatch(r.Client, perf)
 	defer func() {
-		conflict := skeleton.IsConflict(retErr)
 		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		if !conflict {
+		if patch.Concluded() {
 			r.recordEvents(patch.Before().(*hourglassv1alpha1.Performer), perf)
 		}
 	}()

@@ -38,6 +38,9 @@ type StatusPatch struct {
 	obj      Object
 	before   Object
 	released bool
+	// concluded: Finalize wrote (or found nothing to write) a status that
+	// describes this reconcile; false after a conflict or a release.
+	concluded bool
 }
 
 // NewStatusPatch remembers obj as read, before any phase changes it.
@@ -57,6 +60,11 @@ func (p *StatusPatch) Rebase() { p.before = p.obj.DeepCopyObject().(Object) }
 // Release says the object let go of its finalizer and may be gone: Finalize
 // writes nothing.
 func (p *StatusPatch) Release() { p.released = true }
+
+// Concluded reports whether Finalize settled the status of this reconcile:
+// not after a conflict (the read was stale) nor a release (the object may be
+// gone). Events that compare the status before and after follow it.
+func (p *StatusPatch) Concluded() bool { return p.concluded }
 
 // Finalize is every reconciler's deferred last step (Flux's finalizeStatus):
 //   - A conflict, or an AlreadyExists from a create the cache had not yet
@@ -105,6 +113,7 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 			return result, fmt.Errorf("writing status: %w", perr)
 		}
 	}
+	p.concluded = true
 	notify(concluded, err == nil || terminal)
 	if terminal {
 		return ctrl.Result{}, reconcile.TerminalError(err)

@@ -23,10 +23,10 @@ func NoTimestamp(t testing.TB, msg string) {
 	}
 }
 
-// Finalize writes s on obj as the skeleton's finalize-status step does: the
+// finalize writes s on obj as the skeleton's finalize-status step does: the
 // conditions for obj's generation and, after a successful reconcile,
 // observedGeneration.
-func Finalize(obj conditions.Checked, s conditions.Summary, reconciled bool) {
+func finalize(obj conditions.Checked, s conditions.Summary, reconciled bool) {
 	conditions.Set(obj, obj.GetGeneration(), s)
 	if reconciled {
 		obj.SetObservedGeneration(obj.GetGeneration())
@@ -48,6 +48,6 @@ func NoViolations(t testing.TB, obj conditions.Checked, reconciled bool) {
 func CheckSummary(t testing.TB, obj conditions.Checked, s conditions.Summary, reconciled bool) {
 	t.Helper()
 	NoTimestamp(t, s.Message)
-	Finalize(obj, s, reconciled)
+	finalize(obj, s, reconciled)
 	NoViolations(t, obj, reconciled)
 }
