@@ -21,8 +21,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -235,13 +233,7 @@ func (l *Lab) UpdateToken(secret string) {
 // control plane.
 func (l *Lab) KubeconfigSecret(name string) {
 	l.T.Helper()
-	cfg := testenv.Config()
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["remote"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["operator"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData, Token: cfg.BearerToken}
-	kc.Contexts["remote"] = &clientcmdapi.Context{Cluster: "remote", AuthInfo: "operator"}
-	kc.CurrentContext = "remote"
-	data, err := clientcmd.Write(*kc)
+	data, err := testenv.Kubeconfig()
 	if err != nil {
 		l.T.Fatal(err)
 	}

@@ -1,0 +1,184 @@
+package memory
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hyperfleet/hyperfleet/internal/controlplane"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+)
+
+// operator is the hyperfleet binary running as its own process.
+type operator struct {
+	cmd    *exec.Cmd
+	stderr *bytes.Buffer
+	done   chan struct{}
+
+	mu       sync.Mutex
+	peak     int64 // highest VmRSS sampled, bytes
+	samples  int
+	sampling chan struct{}
+}
+
+// buildOperator compiles cmd/hyperfleet into the test's temporary directory.
+func buildOperator(b *testing.B) string {
+	b.Helper()
+	root, err := controlplane.RepoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin := filepath.Join(b.TempDir(), "hyperfleet")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/hyperfleet")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		b.Fatalf("building cmd/hyperfleet: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// startOperator runs `hyperfleet run` with the production defaults of every
+// flag except what a benchmark process cannot have (ports, a Lease). The
+// kubeconfig goes through KUBECONFIG, the way a Deployment's in-cluster
+// config goes through the same loader.
+func startOperator(b *testing.B, bin string, args ...string) *operator {
+	b.Helper()
+	kubeconfig, err := testenv.Kubeconfig()
+	if err != nil {
+		b.Fatal(err)
+	}
+	path := filepath.Join(b.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
+		b.Fatal(err)
+	}
+	args = append([]string{"run", "--leader-elect=false", "--metrics-bind-address=0",
+		"--health-probe-bind-address=0", "--webhook-bind-address=0", "--log-level=error"}, args...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
+	o := &operator{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{}), sampling: make(chan struct{})}
+	cmd.Stderr = &lockedWriter{mu: &o.mu, w: o.stderr}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		_ = cmd.Wait()
+		close(o.done)
+	}()
+	go o.sample()
+	b.Cleanup(o.stop)
+	return o
+}
+
+// sample reads the process's resident set every 250 ms and keeps the peak.
+// It samples rather than read VmHWM, the kernel's peak since the process
+// started, so that resetPeak can open a window and one phase of the run
+// (idle among unrelated objects, then claims) gets a peak of its own.
+func (o *operator) sample() {
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-o.done:
+			return
+		case <-o.sampling:
+			return
+		case <-tick.C:
+			if rss, err := o.rss(); err == nil {
+				o.mu.Lock()
+				o.peak = max(o.peak, rss)
+				o.samples++
+				o.mu.Unlock()
+			}
+		}
+	}
+}
+
+// rss reads VmRSS from /proc/<pid>/status, in bytes.
+func (o *operator) rss() (int64, error) {
+	return procStatus(o.cmd.Process.Pid, "VmRSS")
+}
+
+// resetPeak starts the peak over, from the current resident set.
+func (o *operator) resetPeak() {
+	rss, _ := o.rss()
+	o.mu.Lock()
+	o.peak = rss
+	o.mu.Unlock()
+}
+
+func (o *operator) peakRSS() int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.peak
+}
+
+// alive fails the benchmark, with the operator's log, if it has exited.
+func (o *operator) alive(b *testing.B) {
+	b.Helper()
+	select {
+	case <-o.done:
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		b.Fatalf("the operator exited: %v\n%s", o.cmd.ProcessState, o.stderr.String())
+	default:
+	}
+}
+
+func (o *operator) stop() {
+	select {
+	case <-o.done:
+		return
+	default:
+	}
+	close(o.sampling)
+	_ = o.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-o.done:
+	case <-time.After(30 * time.Second):
+		_ = o.cmd.Process.Kill()
+		<-o.done
+	}
+}
+
+// procStatus reads one "<field>: <n> kB" line of /proc/<pid>/status.
+func procStatus(pid int, field string) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _ = f.Close() }()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		name, value, ok := strings.Cut(s.Text(), ":")
+		if !ok || name != field {
+			continue
+		}
+		kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(value), " kB"), 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", field, err)
+		}
+		return kb << 10, nil
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// lockedWriter lets the process write its log while the benchmark reads it.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
