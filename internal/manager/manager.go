@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
 // New builds a manager from a completed Options.
@@ -40,6 +42,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		Cache:                         cacheOpts,
 		Metrics:                       metricsOpts,
 		HealthProbeBindAddress:        o.ProbeAddr,
+		PprofBindAddress:              o.PprofAddr,
 		LeaderElection:                o.LeaderElect,
 		LeaderElectionID:              o.LeaderElectionID,
 		LeaderElectionNamespace:       o.LeaderElectionNamespace,
@@ -88,24 +91,38 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // the operator makes, so its memory follows its own workloads and not the
 // cluster's size. Anything else of those kinds (a template or CA bundle
 // ConfigMap, a name taken by someone else's object) is read through the
-// manager's APIReader: the cache would answer NotFound for it.
+// manager's APIReader: the cache would answer NotFound for it. KubeVirt
+// VirtualMachines and VirtualMachineInstances are watched only with
+// kubevirt.LabelManaged, which the provider puts on both (an AlreadyExists
+// on create is settled with an uncached read, so a VM someone else made
+// under our name is still refused).
+//
+// Every cached object drops its managedFields: they are the largest part of
+// an object that is patched often (a claim's status, a VM's), the
+// reconcilers never read them, and an update sent without them keeps the
+// server's. VirtualMachines and their instances also drop what the
+// provider never reads from the cache (slimVirtualMachine, slimInstance).
 func CacheOptions(o Options) (cache.Options, error) {
 	credentials, err := labels.NewRequirement(meta.CredentialsLabel, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
 	}
 	managed := labels.SelectorFromSet(labels.Set{meta.ManagedByLabel: meta.ManagedByValue})
+	machines := labels.SelectorFromSet(labels.Set{kubevirt.LabelManaged: "true"})
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {
 				Label:      labels.NewSelector().Add(*credentials),
 				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
 			},
-			&corev1.Pod{}:        {Label: managed},
-			&corev1.Service{}:    {Label: managed},
-			&corev1.ConfigMap{}:  {Label: managed},
-			&appsv1.Deployment{}: {Label: managed},
+			&corev1.Pod{}:                        {Label: managed},
+			&corev1.Service{}:                    {Label: managed},
+			&corev1.ConfigMap{}:                  {Label: managed},
+			&appsv1.Deployment{}:                 {Label: managed},
+			&kubevirtv1.VirtualMachine{}:         {Label: machines, Transform: slimVirtualMachine},
+			&kubevirtv1.VirtualMachineInstance{}: {Label: machines, Transform: slimInstance},
 		},
+		DefaultTransform: cache.TransformStripManagedFields(),
 	}
 	if len(o.Namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

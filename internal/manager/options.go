@@ -20,6 +20,9 @@ type Options struct {
 	MetricsAddr   string
 	MetricsSecure bool
 	ProbeAddr     string
+	// PprofAddr serves net/http/pprof, for a heap or CPU profile of a
+	// running operator; empty or 0 turns it off (the default).
+	PprofAddr string
 
 	LeaderElect             bool
 	LeaderElectionID        string
@@ -67,6 +70,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.MetricsAddr, "metrics-bind-address", ":8443", "Address of the Prometheus metrics endpoint; 0 turns it off.")
 	fs.BoolVar(&o.MetricsSecure, "metrics-secure", true, "Serve metrics over HTTPS, allowing only clients the API server authenticates and authorizes (get on /metrics).")
 	fs.StringVar(&o.ProbeAddr, "health-probe-bind-address", ":8081", "Address of /healthz and /readyz; 0 turns them off.")
+	fs.StringVar(&o.PprofAddr, "pprof-bind-address", "0", "Address of net/http/pprof (/debug/pprof/), for profiling a running operator; 0 turns it off. Bind it to localhost and reach it with kubectl port-forward.")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "Elect one active replica through a Lease; the others wait to take over.")
 	fs.StringVar(&o.LeaderElectionID, "leader-election-id", "hyperfleet-leader", "Name of the leader-election Lease.")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "", "Namespace of the Lease. Default: the operator's namespace.")

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,7 +23,9 @@ import (
 
 // operator is the hyperfleet binary running as its own process.
 type operator struct {
-	cmd    *exec.Cmd
+	cmd *exec.Cmd
+	// pprof is the address of the process's /debug/pprof/.
+	pprof  string
 	stderr *bytes.Buffer
 	done   chan struct{}
 
@@ -60,11 +65,16 @@ func startOperator(b *testing.B, bin string, args ...string) *operator {
 	if err := os.WriteFile(path, kubeconfig, 0o600); err != nil {
 		b.Fatal(err)
 	}
+	pprof, err := freeAddress()
+	if err != nil {
+		b.Fatal(err)
+	}
 	args = append([]string{"run", "--leader-elect=false", "--metrics-bind-address=0",
-		"--health-probe-bind-address=0", "--webhook-bind-address=0", "--log-level=error"}, args...)
+		"--health-probe-bind-address=0", "--webhook-bind-address=0", "--log-level=error",
+		"--pprof-bind-address=" + pprof}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
-	o := &operator{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{}), sampling: make(chan struct{})}
+	o := &operator{cmd: cmd, pprof: pprof, stderr: &bytes.Buffer{}, done: make(chan struct{}), sampling: make(chan struct{})}
 	cmd.Stderr = &lockedWriter{mu: &o.mu, w: o.stderr}
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
@@ -181,4 +191,64 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// freeAddress returns a localhost address no one listens on.
+func freeAddress() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer func() { _ = l.Close() }()
+	return l.Addr().String(), nil
+}
+
+// heap is what the Go runtime of the process says of its heap.
+type heap struct {
+	// Alloc is the live heap after a collection (HeapAlloc).
+	Alloc int64
+	// Sys is what the runtime holds from the OS for everything (Sys).
+	Sys int64
+}
+
+// heapProfile forces a collection in the process, saves its heap profile
+// to path (for go tool pprof), and returns its runtime's figures.
+func (o *operator) heapProfile(path string) (heap, error) {
+	get := func(query string) ([]byte, error) {
+		resp, err := http.Get("http://" + o.pprof + "/debug/pprof/heap?" + query)
+		if err != nil {
+			return nil, err
+		}
+		defer func() { _ = resp.Body.Close() }()
+		if resp.StatusCode != http.StatusOK {
+			return nil, fmt.Errorf("heap profile: %s", resp.Status)
+		}
+		return io.ReadAll(resp.Body)
+	}
+	profile, err := get("gc=1")
+	if err != nil {
+		return heap{}, err
+	}
+	if err := os.WriteFile(path, profile, 0o600); err != nil {
+		return heap{}, err
+	}
+	text, err := get("debug=1")
+	if err != nil {
+		return heap{}, err
+	}
+	var h heap
+	for _, line := range strings.Split(string(text), "\n") {
+		name, value, ok := strings.Cut(strings.TrimPrefix(line, "# "), " = ")
+		n, err := strconv.ParseInt(strings.TrimSpace(value), 10, 64)
+		if !ok || err != nil {
+			continue
+		}
+		switch name {
+		case "HeapAlloc":
+			h.Alloc = n
+		case "Sys":
+			h.Sys = n
+		}
+	}
+	return h, nil
 }
