@@ -74,6 +74,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}
 	r.backoff.reset(claim.UID)
+	r.deleteOwnedUserData(ctx, claim)
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
