@@ -22,6 +22,9 @@ const (
 	// ReasonWaitingForMachines: the cluster is deleted and machines made
 	// through it are still being deleted.
 	ReasonWaitingForMachines = "WaitingForMachines"
+	// ReasonDeletionRetrying: the deleted cluster's cleanup failed a step
+	// and is retried.
+	ReasonDeletionRetrying = "DeletionRetrying"
 )
 
 // computeStatus sets the status fields this reconciler owns from what the
@@ -44,6 +47,12 @@ func computeStatus(s *scope, err error) conditions.Summary {
 			Message: fmt.Sprintf("deleted; waiting for the machines of %s to be deleted (released at the latest %s after deletion, leaving the rest)",
 				d.describe(), d.timeout),
 		}
+	}
+	if !c.DeletionTimestamp.IsZero() && err != nil {
+		// The cleanup could not tell what is left (or let go of a Secret):
+		// retried, and bounded by the deletion deadline all the same.
+		return conditions.Summary{State: conditions.Waiting, Reason: ReasonDeletionRetrying,
+			Message: fmt.Sprintf("deleted; retrying the cleanup: %v", err)}
 	}
 	failure := s.failure
 	if failure == nil {
@@ -94,7 +103,8 @@ func computeStatus(s *scope, err error) conditions.Summary {
 // its own events (finalize).
 func (r *Reconciler) recordEvents(before skeleton.Object, after *hypervisorv1alpha1.HypervisorCluster) {
 	if !after.DeletionTimestamp.IsZero() {
-		skeleton.ReasonEvent(r.Recorder, before, after, "Delete", false)
+		reason, _ := conditions.ReadyMessage(after)
+		skeleton.ReasonEvent(r.Recorder, before, after, "Delete", reason != ReasonWaitingForMachines)
 		return
 	}
 	skeleton.ReasonEvent(r.Recorder, before, after, "Check", !conditions.IsReady(after, after.Generation))

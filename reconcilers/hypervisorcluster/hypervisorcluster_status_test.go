@@ -31,6 +31,7 @@ func TestComputeStatus(t *testing.T) {
 		// deletion's phases observed.
 		secretsDeleting []string
 		deleting        *deleting
+		deleted         bool // the cluster has a deletionTimestamp
 	}{{
 		name:   "the hypervisor answers",
 		answer: &answer{version: "8.2.4", nodes: nodes, machines: 3},
@@ -75,6 +76,9 @@ func TestComputeStatus(t *testing.T) {
 		message: "deleted; waiting for the machines of 7 MachineClaims (2 of RunnerPools): a, b, c, d, e and 2 more to be deleted " +
 			"(released at the latest 30m0s after deletion, leaving the rest)",
 	}, {
+		name: "deleted, the cleanup failed", deleted: true, err: errors.New("listing the cluster's MachineClaims: timeout"),
+		state: conditions.Waiting, reason: ReasonDeletionRetrying, message: "deleted; retrying the cleanup: listing the cluster's MachineClaims: timeout",
+	}, {
 		name:      "nothing concluded",
 		unchanged: true,
 	}}
@@ -83,6 +87,9 @@ func TestComputeStatus(t *testing.T) {
 			c := &hypervisorv1alpha1.HypervisorCluster{
 				ObjectMeta: metav1.ObjectMeta{Name: "pve", Namespace: "ns", Generation: 2},
 				Spec:       hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: "https://pve:8006"},
+			}
+			if tt.deleted {
+				c.DeletionTimestamp = &metav1.Time{Time: now}
 			}
 			s := &scope{cluster: c, now: now, interval: time.Minute, answer: tt.answer, failure: tt.failure,
 				secretsDeleting: tt.secretsDeleting, deleting: tt.deleting}
