@@ -46,6 +46,10 @@ type Options struct {
 	// MachineClaimClock tells MachineClaims' timeouts, expiries and
 	// finalization deadlines; nil is the real clock. Tests step a fake.
 	MachineClaimClock clock.PassiveClock
+	// ClusterDeletionTimeout: how long a deleted HypervisorCluster (and its
+	// Secrets) waits for the machines made through it to be deleted before
+	// it is released with a Warning event.
+	ClusterDeletionTimeout time.Duration
 	// OrphanSweepInterval and OrphanGrace pace the orphan sweeper.
 	OrphanSweepInterval, OrphanGrace time.Duration
 
@@ -83,6 +87,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	})
 	fs.DurationVar(&o.ObserveInterval, "machine-observe-interval", 30*time.Second, "How often a running machine's state is read from its hypervisor.")
 	fs.DurationVar(&o.FinalizationTimeout, "finalization-timeout", 10*time.Minute, "How long a deleted MachineClaim waits for its machine's deletion before it is released (with a Warning event) and the machine left to the orphan sweeper.")
+	fs.DurationVar(&o.ClusterDeletionTimeout, "cluster-deletion-timeout", 30*time.Minute, "How long a deleted HypervisorCluster, and its credentials Secrets, wait for the machines made through it to be deleted before the cluster is released with a Warning event naming what is left.")
 	fs.DurationVar(&o.OrphanSweepInterval, "orphan-sweep-interval", time.Minute, "How often hypervisors are swept for machines whose MachineClaim is gone.")
 	fs.DurationVar(&o.OrphanGrace, "orphan-grace", 10*time.Minute, "How long a machine must be seen without its MachineClaim before the sweeper deletes it.")
 	fs.StringVar(&o.OperatorNamespace, "operator-namespace", "", "The operator's own namespace. Default: POD_NAMESPACE, the in-cluster namespace, or hyperfleet-system.")

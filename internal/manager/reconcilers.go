@@ -30,6 +30,7 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	if o.runs(ControllerHypervisorCluster) {
 		if err := (&hypervisorcluster.Reconciler{
 			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisorcluster"),
+			APIReader: mgr.GetAPIReader(), DeletionTimeout: o.ClusterDeletionTimeout,
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}

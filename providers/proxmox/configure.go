@@ -132,12 +132,19 @@ func (p *Provider) attachUserData(ctx context.Context, vm *proxmox.VirtualMachin
 	vmid := spec.Ref.VMID
 	if cfg := vm.VirtualMachineConfig; cfg != nil {
 		// Keep ide2 out of the boot order go-proxmox extends, so it is not listed twice.
-		cfg.Boot = withoutDevice(cfg.Boot, "ide2")
+		boot := withoutDevice(cfg.Boot, "ide2")
 		if strings.Contains(cfg.MergeDisks()["ide2"], "cloudinit") {
-			if err := vm.ConfigSync(ctx, proxmox.VirtualMachineOption{Name: "delete", Value: "ide2"}); err != nil {
+			opts := []proxmox.VirtualMachineOption{{Name: "delete", Value: "ide2"}}
+			if boot != cfg.Boot {
+				// In the same call: Proxmox refuses to drop a device its
+				// boot order still lists ("invalid bootorder").
+				opts = append(opts, proxmox.VirtualMachineOption{Name: "boot", Value: boot})
+			}
+			if err := vm.ConfigSync(ctx, opts...); err != nil {
 				return classify(fmt.Sprintf("detaching Proxmox's cloud-init drive from VM %d", vmid), err)
 			}
 		}
+		cfg.Boot = boot
 	}
 	hostname := spec.Hostname
 	if hostname == "" {

@@ -1,6 +1,8 @@
 // Package hypervisorcluster reconciles HypervisorClusters: it builds the
 // provider from the cluster's Secret, checks the hypervisor on every change and
-// every healthCheckInterval, and reports version, nodes and health.
+// every healthCheckInterval, and reports version, nodes and health. A deleted
+// cluster, and its Secrets, stay until every machine made through it is
+// deleted, or its deletion timeout passes.
 package hypervisorcluster
 
 import (
@@ -30,8 +32,17 @@ type Reconciler struct {
 	Client      client.Client
 	Hypervisors *hypervisors.Registry
 	Recorder    events.EventRecorder
-	// Clock stamps status.lastCheckTime; the real clock unless a test sets one.
+	// APIReader reads past the cache: the Secrets' metadata (the cache holds
+	// only the operator's namespace) and the clusters that may share one.
+	APIReader client.Reader
+	// Clock stamps status.lastCheckTime and tells the deletion deadline;
+	// the real clock unless a test sets one.
 	Clock clock.PassiveClock
+	// DeletionTimeout bounds how long a deleted cluster waits for its
+	// machines to be deleted before it is released with a Warning event
+	// (30 min: longer than a claim's own finalization timeout, so claims
+	// give up first and the cluster outlives them).
+	DeletionTimeout time.Duration
 	// RetryCap, when set, caps the pause before a failed check is retried
 	// (the provider's hint, else 15 s; at most 30 s after a permanent
 	// failure). Production leaves it unset; suites set it so a cleared fault
@@ -39,19 +50,32 @@ type Reconciler struct {
 	RetryCap time.Duration
 }
 
-// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters/finalizers,verbs=update
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisormachinetemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;patch
 // +kubebuilder:rbac:groups="",namespace=hyperfleet-system,resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // SetupWithManager registers the reconciler; it also watches the Secrets the
 // clusters reference in the operator's namespace (the only Secrets the cache
-// holds), so a rotated credential there is picked up at once.
+// holds), so a rotated credential there is picked up at once, and the
+// MachineClaims, so a deleting cluster sees its last machine go.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.DeletionTimeout == 0 {
+		r.DeletionTimeout = 30 * time.Minute
+	}
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.MachineClaim{}, machinesIndex, indexMachines); err != nil {
+		return err
 	}
 	err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.HypervisorCluster{}, credentialsRefIndex,
 		func(o client.Object) []string {
@@ -71,6 +95,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.HypervisorCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersForSecret)).
+		Watches(&hypervisorv1alpha1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(r.clusterForClaim)).
 		Complete(r)
 }
 
@@ -86,9 +111,9 @@ func (r *Reconciler) clustersForSecret(ctx context.Context, o client.Object) []r
 	return reqs
 }
 
-// Reconcile checks one HypervisorCluster. A cluster has no finalizer: it
-// owns nothing outside the API server, so a deleted one only drops its
-// cached provider.
+// Reconcile checks one HypervisorCluster, keeping its Secrets readable; a
+// deleted one waits for its machines, then lets go of its Secrets, itself
+// and its cached provider.
 func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
 	cluster := &hypervisorv1alpha1.HypervisorCluster{}
 	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
@@ -99,9 +124,18 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	}
 	s := &scope{cluster: cluster, now: r.Clock.Now(), interval: healthCheckInterval(cluster)}
 	patch := skeleton.NewStatusPatch(r.Client, cluster)
+	s.patch = patch
 	defer func() {
 		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		r.recordEvents(patch.Before(), cluster)
+		if !s.released {
+			r.recordEvents(patch.Before(), cluster)
+		}
 	}()
-	return skeleton.RunPhases(ctx, s, r.connect, r.check)
+	if !cluster.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, s)
+	}
+	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
+		return ctrl.Result{}, err
+	}
+	return skeleton.RunPhases(ctx, s, r.keepSecrets, r.connect, r.check)
 }

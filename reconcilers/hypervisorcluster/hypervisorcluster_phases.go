@@ -32,6 +32,16 @@ type scope struct {
 	failure error
 	// answer is what the hypervisor reported, once it answered.
 	answer *answer
+
+	// patch is the reconcile's deferred status write.
+	patch *skeleton.StatusPatch
+	// secretsDeleting are referenced Secrets being deleted, kept readable
+	// by SecretFinalizer while the cluster lives.
+	secretsDeleting []string
+	// deleting: the cluster is deleted and waits for what is left on it.
+	deleting *deleting
+	// released: the finalizer is off; nothing more is written.
+	released bool
 }
 
 // answer is what a successful check learned of the hypervisor.
@@ -48,6 +58,12 @@ func healthCheckInterval(c *hypervisorv1alpha1.HypervisorCluster) time.Duration 
 		return d.Duration
 	}
 	return defaultHealthCheckInterval
+}
+
+// keepSecrets holds the cluster's Secrets (holdSecrets). A failure is
+// retried but does not stop the health check.
+func (r *Reconciler) keepSecrets(ctx context.Context, s *scope) (skeleton.Result, error) {
+	return skeleton.Continue(), r.holdSecrets(ctx, s)
 }
 
 // connect builds (or reuses) the provider from the cluster's spec and Secrets.

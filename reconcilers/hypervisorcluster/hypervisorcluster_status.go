@@ -3,6 +3,7 @@ package hypervisorcluster
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -18,6 +19,12 @@ const (
 	ReasonConnected = "Connected"
 	// ReasonUnreachable is a transient failure that names no reason of its own.
 	ReasonUnreachable = "HypervisorUnreachable"
+	// ReasonWaitingForMachines: the cluster is deleted and machines made
+	// through it are still being deleted.
+	ReasonWaitingForMachines = "WaitingForMachines"
+	// ReasonDeletionRetrying: the deleted cluster's cleanup failed a step
+	// and is retried.
+	ReasonDeletionRetrying = "DeletionRetrying"
 )
 
 // computeStatus sets the status fields this reconciler owns from what the
@@ -27,11 +34,26 @@ const (
 //   - a permanent failure (bad credentials, an untrusted certificate, a
 //     missing Secret): Stalled with the provider's reason, retried all the
 //     same since an unwatched Secret may be fixed;
-//   - a transient one: Waiting, retried.
+//   - a transient one: Waiting, retried;
+//   - deleted with machines left on it: Progressing/WaitingForMachines,
+//     naming them.
 //
 // It is pure: the time comes from the scope, and no message carries one.
 func computeStatus(s *scope, err error) conditions.Summary {
 	c := s.cluster
+	if d := s.deleting; d != nil {
+		return conditions.Summary{
+			State: conditions.Progressing, Reason: ReasonWaitingForMachines,
+			Message: fmt.Sprintf("deleted; waiting for the machines of %s to be deleted (released at the latest %s after deletion, leaving the rest)",
+				d.describe(), d.timeout),
+		}
+	}
+	if !c.DeletionTimestamp.IsZero() && err != nil {
+		// The cleanup could not tell what is left (or let go of a Secret):
+		// retried, and bounded by the deletion deadline all the same.
+		return conditions.Summary{State: conditions.Waiting, Reason: ReasonDeletionRetrying,
+			Message: fmt.Sprintf("deleted; retrying the cleanup: %v", err)}
+	}
 	failure := s.failure
 	if failure == nil {
 		failure = err
@@ -49,10 +71,12 @@ func computeStatus(s *scope, err error) conditions.Summary {
 		c.Status.Machines = int32(a.machines) //nolint:gosec // machine counts fit int32
 		now := metav1.NewTime(s.now)
 		c.Status.LastCheckTime = &now
-		return conditions.Summary{
-			State: conditions.Ready, Reason: ReasonConnected,
-			Message: fmt.Sprintf("%s %s answers; %d of %d nodes online", c.Spec.Provider, a.version, online, len(a.nodes)),
+		msg := fmt.Sprintf("%s %s answers; %d of %d nodes online", c.Spec.Provider, a.version, online, len(a.nodes))
+		if len(s.secretsDeleting) > 0 {
+			msg += fmt.Sprintf("; Secret %s is being deleted and kept readable until this cluster is deleted",
+				strings.Join(s.secretsDeleting, ", "))
 		}
+		return conditions.Summary{State: conditions.Ready, Reason: ReasonConnected, Message: msg}
 	}
 	if failure == nil {
 		// No phase concluded anything (there is none that can end so today):
@@ -74,7 +98,14 @@ func computeStatus(s *scope, err error) conditions.Summary {
 }
 
 // recordEvents is the cluster's event policy: one event each time the Ready
-// reason changes, a Warning unless the cluster is now Ready.
+// reason changes, a Warning unless the cluster is now Ready or waiting for
+// its machines' deletion (what was asked for). Releasing the cluster has
+// its own events (finalize).
 func (r *Reconciler) recordEvents(before skeleton.Object, after *hypervisorv1alpha1.HypervisorCluster) {
+	if !after.DeletionTimestamp.IsZero() {
+		reason, _ := conditions.ReadyMessage(after)
+		skeleton.ReasonEvent(r.Recorder, before, after, "Delete", reason != ReasonWaitingForMachines)
+		return
+	}
 	skeleton.ReasonEvent(r.Recorder, before, after, "Check", !conditions.IsReady(after, after.Generation))
 }

@@ -27,6 +27,11 @@ func TestComputeStatus(t *testing.T) {
 		message   string
 		checked   bool // status.version, nodes and lastCheckTime written
 		unchanged bool // the summary leaves the conditions alone
+		// secretsDeleting and deleting are what the Secrets' and the
+		// deletion's phases observed.
+		secretsDeleting []string
+		deleting        *deleting
+		deleted         bool // the cluster has a deletionTimestamp
 	}{{
 		name:   "the hypervisor answers",
 		answer: &answer{version: "8.2.4", nodes: nodes, machines: 3},
@@ -60,6 +65,20 @@ func TestComputeStatus(t *testing.T) {
 		err:   errors.New("connection refused"),
 		state: conditions.Waiting, reason: ReasonUnreachable, message: "cannot reach https://pve:8006: connection refused; retrying",
 	}, {
+		name:   "a referenced Secret is being deleted",
+		answer: &answer{version: "8.2.4", nodes: nodes}, secretsDeleting: []string{"pve-token"},
+		state: conditions.Ready, reason: ReasonConnected, checked: true,
+		message: "proxmox 8.2.4 answers; 1 of 2 nodes online; Secret pve-token is being deleted and kept readable until this cluster is deleted",
+	}, {
+		name:     "deleted, machines left",
+		deleting: &deleting{claims: []string{"a", "b", "c", "d", "e", "f", "g"}, pooled: 2, timeout: 30 * time.Minute},
+		state:    conditions.Progressing, reason: ReasonWaitingForMachines,
+		message: "deleted; waiting for the machines of 7 MachineClaims (2 of RunnerPools): a, b, c, d, e and 2 more to be deleted " +
+			"(released at the latest 30m0s after deletion, leaving the rest)",
+	}, {
+		name: "deleted, the cleanup failed", deleted: true, err: errors.New("listing the cluster's MachineClaims: timeout"),
+		state: conditions.Waiting, reason: ReasonDeletionRetrying, message: "deleted; retrying the cleanup: listing the cluster's MachineClaims: timeout",
+	}, {
 		name:      "nothing concluded",
 		unchanged: true,
 	}}
@@ -69,7 +88,11 @@ func TestComputeStatus(t *testing.T) {
 				ObjectMeta: metav1.ObjectMeta{Name: "pve", Namespace: "ns", Generation: 2},
 				Spec:       hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: "https://pve:8006"},
 			}
-			s := &scope{cluster: c, now: now, interval: time.Minute, answer: tt.answer, failure: tt.failure}
+			if tt.deleted {
+				c.DeletionTimestamp = &metav1.Time{Time: now}
+			}
+			s := &scope{cluster: c, now: now, interval: time.Minute, answer: tt.answer, failure: tt.failure,
+				secretsDeleting: tt.secretsDeleting, deleting: tt.deleting}
 			got := computeStatus(s, tt.err)
 			if tt.unchanged {
 				if got.Reason != "" {

@@ -2,13 +2,16 @@ package hypervisorcluster_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -56,20 +59,45 @@ func TestFaultsAreReportedAndRecover(t *testing.T) {
 	l.Sim.ClearFaults()
 	l.WaitReason(cluster, "Connected", 30*time.Second)
 
-	// The Secret disappears: Stalled, naming the Secret.
+	// The Secret is deleted while the cluster lives: the cluster keeps it
+	// readable (it would need it to delete its machines) and says so.
 	if err := l.C.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Namespace: l.NS}}); err != nil {
 		t.Fatal(err)
 	}
-	l.WaitReason(cluster, meta.SecretNotFoundReason, 30*time.Second)
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		_ = l.Get(cluster)
+		msg := describe("", cluster.Status.Conditions)
+		return hypervisorlab.ReadyCondition(cluster.Status.Conditions).Reason == "Connected" &&
+			strings.Contains(msg, "Secret pve-token is being deleted and kept readable until this cluster is deleted"), msg
+	})
 
-	// A Secret without the credentials label is invisible to the operator, and the message says so.
+	// The cluster now names a Secret that does not exist: Stalled, naming
+	// it; the old one is let go, and its deletion completes.
+	patch := client.MergeFrom(cluster.DeepCopy())
+	cluster.Spec.CredentialsRef.Name = "pve-token-2"
+	if err := l.C.Patch(context.Background(), cluster, patch); err != nil {
+		t.Fatal(err)
+	}
+	l.WaitReason(cluster, meta.SecretNotFoundReason, 30*time.Second)
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		err := l.Get(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}})
+		return apierrors.IsNotFound(err), fmt.Sprintf("the Secret no longer referenced is still there: %v", err)
+	})
+
+	// A Secret without the credentials label is invisible to the operator,
+	// and the message says so.
 	tokenID, secret := l.Sim.APIToken()
-	l.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token"}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}})
+	l.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token-2"}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}})
 	eventually.That(t, 30*time.Second, func() (bool, string) {
 		_ = l.Get(cluster)
 		msg := describe("", cluster.Status.Conditions)
 		return strings.Contains(msg, "lacks the label hyperfleet.io/credentials"), msg
 	})
+	// HyperFleet never marks a Secret it may not read.
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token-2"}}
+	if err := l.Get(s); err != nil || len(s.Finalizers) > 0 {
+		t.Errorf("the unlabelled Secret: %v, finalizers %v", err, s.Finalizers)
+	}
 }
 
 func TestUntrustedCertificateIsStalled(t *testing.T) {

@@ -28,6 +28,10 @@ const (
 	ReasonProvisioningTimeout = "ProvisioningTimeout"
 )
 
+// ReasonClusterDeleting: the claim's cluster is being deleted, so no
+// machine is made for it.
+const ReasonClusterDeleting = "ClusterDeleting"
+
 // pollWhileBusy is how often a machine that is being made or booted is looked at.
 const pollWhileBusy = 2 * time.Second
 
@@ -70,6 +74,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}
 	r.backoff.reset(claim.UID)
+	r.deleteOwnedUserData(ctx, claim)
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
@@ -116,6 +121,15 @@ func (r *Reconciler) resolve(ctx context.Context, s *scope) (skeleton.Result, er
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: clusterName}, cluster); err != nil {
 		s.blocked = &blocker{state: conditions.Waiting, reason: meta.DependencyNotFoundReason,
 			message: fmt.Sprintf("HypervisorCluster %s: %v", clusterName, err)}
+		return skeleton.StopAndRequeue(time.Minute), nil
+	}
+	if !cluster.DeletionTimestamp.IsZero() && c.Status.MachineName == "" {
+		// No machine was begun on it: a new one would outlive the cluster
+		// that can delete it. A claim that has one goes on, so its machine
+		// can still be observed and deleted.
+		s.blocked = &blocker{state: conditions.Waiting, reason: ReasonClusterDeleting,
+			message: fmt.Sprintf("HypervisorCluster %s is being deleted: no new machine is made on it; point template %s (spec.clusterRef) at another cluster, or delete this claim",
+				clusterName, t.Name)}
 		return skeleton.StopAndRequeue(time.Minute), nil
 	}
 	p, err := r.Hypervisors.For(ctx, cluster)

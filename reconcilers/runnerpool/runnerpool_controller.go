@@ -84,7 +84,7 @@ type poolMemory struct {
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;delete
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 
 // SetupWithManager registers the reconciler, its metrics and its watches:
 // the pool, its MachineClaims, and the webhook's demand events.

@@ -65,6 +65,8 @@ type scope struct {
 	cleanupErr error
 	// cleanupLeft counts machines and registrations the cleanup saw left.
 	cleanupLeft int
+	// pastDeadline: the deleted pool's FinalizationTimeout has passed.
+	pastDeadline bool
 	// released: the finalizer is off (or was never ours); the pool may be
 	// gone and its status is not written.
 	released bool
@@ -82,6 +84,8 @@ type observed struct {
 	pending, idle, busy []*hypervisorv1alpha1.MachineClaim
 	// gone: claims whose machine ended or whose runner finished its job.
 	gone []*hypervisorv1alpha1.MachineClaim
+	// deleting: claims being deleted, by the pool or by someone else.
+	deleting []*hypervisorv1alpha1.MachineClaim
 	// orphans: registrations with the pool's label and no machine.
 	orphans []github.Runner
 	byName  map[string]github.Runner
@@ -147,6 +151,14 @@ func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Res
 			s.pendingDereg++
 		}
 	}
+	// A claim deleted outside the retire path (kubectl delete) would leave
+	// its bootstrap Secret behind if its own finalizer missed it (an older
+	// Secret still owned by the pool); its user data was read at boot.
+	for _, c := range s.obs.deleting {
+		if err := r.deleteBootstrapSecret(ctx, s.pool, c); err != nil {
+			ctrl.LoggerFrom(ctx).Error(err, "Deleting a runner's bootstrap Secret failed", "claim", c.Name)
+		}
+	}
 	return skeleton.Continue(), nil
 }
 
@@ -197,27 +209,42 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 
 // deleteMachines, the first step of a deleted pool's cleanup, deletes its
 // machines (their finalizers delete the VMs) and their bootstrap Secrets.
+// The deadline is checked first, and no error stops the cleanup: each is
+// recorded for release, which decides with the deadline, so a persistent
+// API error delays the pool's deletion by at most FinalizationTimeout. Past
+// the deadline nothing more is attempted; the claims are only counted for
+// the Warning event.
 func (r *Reconciler) deleteMachines(ctx context.Context, s *scope) (skeleton.Result, error) {
 	if !controllerutil.ContainsFinalizer(s.pool, Finalizer) {
 		s.released = true
 		return skeleton.Stop(), nil
 	}
+	s.pastDeadline = !s.now.Before(skeleton.DeletionDeadline(s.pool, r.FinalizationTimeout))
 	claims, err := r.claims(ctx, s.pool)
 	if err != nil {
-		return skeleton.Stop(), err
-	}
-	for i := range claims {
-		if err := r.deleteRunnerMachine(ctx, s.pool, &claims[i]); err != nil {
-			return skeleton.Stop(), err
-		}
+		s.cleanupErr = fmt.Errorf("listing the pool's MachineClaims: %w", err)
+		return skeleton.Continue(), nil
 	}
 	s.cleanupLeft = len(claims)
+	if s.pastDeadline {
+		return skeleton.Continue(), nil
+	}
+	var errs []error
+	for i := range claims {
+		if err := r.deleteRunnerMachine(ctx, s.pool, &claims[i]); err != nil {
+			errs = append(errs, fmt.Errorf("deleting MachineClaim %s: %w", claims[i].Name, err))
+		}
+	}
+	s.cleanupErr = errors.Join(errs...)
 	return skeleton.Continue(), nil
 }
 
 // deregisterAll removes every registration of the deleted pool; what fails
-// is counted and retried.
+// is counted and retried. Past the deadline it asks GitHub nothing more.
 func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Result, error) {
+	if s.pastDeadline {
+		return skeleton.Continue(), nil
+	}
 	pool := s.pool
 	gh, gscope, err := r.client(ctx, pool)
 	if err == nil {
@@ -232,7 +259,7 @@ func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Resu
 			}
 		}
 	}
-	s.cleanupErr = err
+	s.cleanupErr = errors.Join(s.cleanupErr, err)
 	return skeleton.Continue(), nil
 }
 
@@ -240,12 +267,14 @@ func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Resu
 // deadline, with a Warning event saying what may be left behind.
 func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, error) {
 	pool := s.pool
-	if s.cleanupLeft > 0 || s.cleanupErr != nil {
-		if s.now.Before(skeleton.DeletionDeadline(pool, r.FinalizationTimeout)) {
+	if s.cleanupLeft > 0 || s.cleanupErr != nil || s.pastDeadline {
+		if !s.pastDeadline {
 			return skeleton.StopAndRequeue(2 * time.Second), nil
 		}
-		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
-			"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, s.cleanupLeft, s.cleanupErr)
+		if s.cleanupLeft > 0 || s.cleanupErr != nil {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
+				"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, s.cleanupLeft, s.cleanupErr)
+		}
 	}
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
@@ -305,7 +334,10 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 		c := &claims[i]
 		live[c.Name] = true
 		if c.DeletionTimestamp != nil {
-			continue // its machine is going; its registration goes below if needed
+			// Its machine is going; its registration goes below if needed,
+			// and its bootstrap Secret in retireFinished.
+			obs.deleting = append(obs.deleting, c)
+			continue
 		}
 		rn, registered := obs.byName[c.Name]
 		age := s.now.Sub(c.CreationTimestamp.Time)
@@ -474,7 +506,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	}
 	labels := map[string]string{PoolLabel: pool.Name}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: name + "-bootstrap", Namespace: pool.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName(name), Namespace: pool.Namespace,
 			Labels: map[string]string{PoolLabel: pool.Name, meta.CredentialsLabel: "true"}},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: map[string]string{userDataKey: ud},
@@ -500,7 +532,26 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		return fmt.Errorf("creating the MachineClaim: %w", err)
 	}
 	s.mem.creating[name] = s.now
+	if err := r.handOver(ctx, secret, claim); err != nil {
+		// The pool still owns it and deletes it with the claim.
+		ctrl.LoggerFrom(ctx).Error(err, "Handing a bootstrap Secret over to its MachineClaim failed", "claim", claim.Name)
+	}
 	return nil
+}
+
+// handOver makes the claim the bootstrap Secret's owner in place of the
+// pool, so a claim deleted outside the pool's retire path (kubectl delete)
+// takes its Secret with it: the claim's finalizer deletes the Secret it owns
+// (machineclaim.deleteOwnedUserData), and the garbage collector would too.
+// The Secret is made owned by the pool first, so a crash in between leaves
+// it owned by something.
+func (r *Reconciler) handOver(ctx context.Context, secret *corev1.Secret, claim *hypervisorv1alpha1.MachineClaim) error {
+	patch := client.MergeFrom(secret.DeepCopy())
+	secret.OwnerReferences = nil
+	if err := controllerutil.SetControllerReference(claim, secret, r.Client.Scheme()); err != nil {
+		return err
+	}
+	return r.Client.Patch(ctx, secret, patch)
 }
 
 // registrationToken reuses a registration token while it has more than
@@ -526,12 +577,20 @@ func (r *Reconciler) deleteRunnerMachine(ctx context.Context, pool *hypervisorv1
 			return err
 		}
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: c.Name + "-bootstrap", Namespace: pool.Namespace}}
+	return r.deleteBootstrapSecret(ctx, pool, c)
+}
+
+// deleteBootstrapSecret deletes the Secret that held a runner's registration.
+func (r *Reconciler) deleteBootstrapSecret(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineClaim) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName(c.Name), Namespace: pool.Namespace}}
 	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil
 }
+
+// bootstrapSecretName is the bootstrap Secret of the runner claim.
+func bootstrapSecretName(claim string) string { return claim + "-bootstrap" }
 
 func (r *Reconciler) claims(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) ([]hypervisorv1alpha1.MachineClaim, error) {
 	var list hypervisorv1alpha1.MachineClaimList

@@ -1,0 +1,210 @@
+package hypervisorcluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+)
+
+// Finalizer keeps a cluster, and its Secrets, until every machine made
+// through it is deleted (or the deadline passes): without the cluster, a
+// claim's finalizer cannot reach the hypervisor and its machine would be
+// left for good.
+const Finalizer = "hypervisor.hyperfleet.io/hypervisorcluster"
+
+// machinesIndex indexes MachineClaims by the cluster that holds (or will
+// hold) their machine: status.clusterName once resolved, and
+// "template/<name>" for the template that names the cluster.
+const machinesIndex = "hypervisorcluster.machines"
+
+// waitPoll is how often a deleting cluster looks again at what is left:
+// claims are watched, so this only bounds a missed event.
+const waitPoll = 30 * time.Second
+
+// namesShown bounds the claims a message names.
+const namesShown = 5
+
+func indexMachines(o client.Object) []string {
+	c := o.(*hypervisorv1alpha1.MachineClaim)
+	keys := []string{"template/" + c.Spec.TemplateRef.Name}
+	if c.Status.ClusterName != "" {
+		keys = append(keys, c.Status.ClusterName)
+	}
+	return keys
+}
+
+// deleting is what a deleting cluster found left.
+type deleting struct {
+	// claims are the MachineClaims whose machines are made through the
+	// cluster, sorted; pooled counts those of RunnerPools.
+	claims []string
+	pooled int
+	// timeout is the deletion timeout, for the message.
+	timeout time.Duration
+}
+
+func (d *deleting) describe() string {
+	names := d.claims
+	more := ""
+	if len(names) > namesShown {
+		more = fmt.Sprintf(" and %d more", len(names)-namesShown)
+		names = names[:namesShown]
+	}
+	return fmt.Sprintf("%d MachineClaims (%d of RunnerPools): %s%s", len(d.claims), d.pooled, strings.Join(names, ", "), more)
+}
+
+// finalize waits for the machines made through the cluster to be deleted,
+// then lets go of its Secrets and of the cluster. The deadline is checked
+// before anything that can fail: past it the cluster is released whatever
+// is left, with a Warning event naming it, and the machines are left to
+// the orphan sweeper.
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (reconcile.Result, error) {
+	c := s.cluster
+	if !controllerutil.ContainsFinalizer(c, Finalizer) {
+		s.released = true
+		s.patch.Release()
+		r.Hypervisors.Forget(client.ObjectKeyFromObject(c))
+		return reconcile.Result{}, nil
+	}
+	past := !s.now.Before(skeleton.DeletionDeadline(c, r.DeletionTimeout))
+	left, err := r.machinesLeft(ctx, c)
+	if !past {
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if len(left.claims) > 0 {
+			s.deleting = left
+			return reconcile.Result{RequeueAfter: waitPoll}, nil
+		}
+	}
+	secretsErr := r.releaseSecrets(ctx, c, append(heldSecrets(c), referencedSecrets(c)...))
+	if secretsErr != nil && !past {
+		return reconcile.Result{}, secretsErr
+	}
+	switch {
+	case past:
+		what := "what is left is unknown: " + fmt.Sprint(err)
+		if err == nil {
+			what = left.describe()
+		}
+		if secretsErr != nil {
+			what += fmt.Sprintf("; its Secrets may keep the finalizer %s: %v", SecretFinalizer, secretsErr)
+		}
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
+			"Released after %s with machines possibly left on it; the orphan sweeper cannot reach them without the cluster, delete them by hand: %s",
+			r.DeletionTimeout, what)
+	default:
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "MachinesDeleted", "Delete",
+			"No MachineClaim has a machine on the cluster any more; releasing it and its Secrets")
+	}
+	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
+		return reconcile.Result{}, err
+	}
+	s.released = true
+	r.Hypervisors.Forget(client.ObjectKeyFromObject(c))
+	return reconcile.Result{}, nil
+}
+
+// machinesLeft finds, through the index, the MachineClaims whose machines
+// are made through the cluster: those that recorded it, and those whose
+// template names it that have not recorded another one.
+func (r *Reconciler) machinesLeft(ctx context.Context, c *hypervisorv1alpha1.HypervisorCluster) (*deleting, error) {
+	found := map[string]*hypervisorv1alpha1.MachineClaim{}
+	var claims hypervisorv1alpha1.MachineClaimList
+	if err := r.Client.List(ctx, &claims, client.InNamespace(c.Namespace), client.MatchingFields{machinesIndex: c.Name}); err != nil {
+		return nil, fmt.Errorf("listing the cluster's MachineClaims: %w", err)
+	}
+	for i := range claims.Items {
+		found[claims.Items[i].Name] = &claims.Items[i]
+	}
+	var templates hypervisorv1alpha1.HypervisorMachineTemplateList
+	if err := r.Client.List(ctx, &templates, client.InNamespace(c.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the templates that may name the cluster: %w", err)
+	}
+	for _, t := range templates.Items {
+		if t.Spec.ClusterRef.Name != c.Name {
+			continue
+		}
+		var byTemplate hypervisorv1alpha1.MachineClaimList
+		if err := r.Client.List(ctx, &byTemplate, client.InNamespace(c.Namespace), client.MatchingFields{machinesIndex: "template/" + t.Name}); err != nil {
+			return nil, fmt.Errorf("listing the MachineClaims of template %s: %w", t.Name, err)
+		}
+		for i := range byTemplate.Items {
+			if mc := &byTemplate.Items[i]; mc.Status.ClusterName == "" || mc.Status.ClusterName == c.Name {
+				found[mc.Name] = mc
+			}
+		}
+	}
+	d := &deleting{timeout: r.DeletionTimeout}
+	for name, mc := range found {
+		if !mayHoldMachine(mc) {
+			continue
+		}
+		d.claims = append(d.claims, name)
+		for _, ref := range mc.OwnerReferences {
+			if ref.Kind == "RunnerPool" {
+				d.pooled++
+				break
+			}
+		}
+	}
+	sort.Strings(d.claims)
+	return d, nil
+}
+
+// claimClusterDeleting is machineclaim.ReasonClusterDeleting: a claim that
+// says it saw the cluster deleted before it began a machine never begins one.
+const claimClusterDeleting = "ClusterDeleting"
+
+// mayHoldMachine reports whether a claim has, or may still begin, a machine
+// on the cluster. Not one that ended (its machine is gone), nor one with no
+// machine begun that is deleted (its finalizer has nothing to delete) or that
+// saw the cluster being deleted.
+func mayHoldMachine(mc *hypervisorv1alpha1.MachineClaim) bool {
+	switch mc.Status.Phase {
+	case hypervisorv1alpha1.MachineTerminated, hypervisorv1alpha1.MachineFailed:
+		return false
+	}
+	if mc.Status.MachineName != "" || mc.Status.VMID != nil {
+		return true
+	}
+	if !mc.DeletionTimestamp.IsZero() {
+		return false
+	}
+	ready := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition)
+	return ready == nil || ready.Reason != claimClusterDeleting
+}
+
+// clusterForClaim wakes a deleting cluster when one of its claims changes
+// or goes; a live cluster is not woken (its health check has its own pace).
+func (r *Reconciler) clusterForClaim(ctx context.Context, o client.Object) []reconcile.Request {
+	mc, ok := o.(*hypervisorv1alpha1.MachineClaim)
+	if !ok {
+		return nil
+	}
+	name := mc.Status.ClusterName
+	if name == "" {
+		t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
+		if err := r.Client.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: mc.Spec.TemplateRef.Name}, t); err != nil {
+			return nil
+		}
+		name = t.Spec.ClusterRef.Name
+	}
+	c := &hypervisorv1alpha1.HypervisorCluster{}
+	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: mc.Namespace, Name: name}, c); err != nil || c.DeletionTimestamp.IsZero() {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKeyFromObject(c)}}
+}
