@@ -31,7 +31,9 @@ const (
 	// defaultClaims and defaultNoise are the sizes: 10,000
 	// MachineClaims, half on each simulator, beside 10,000 unrelated Pods
 	// and 10,000 unrelated ConfigMaps. MEMORY_CLAIMS and MEMORY_NOISE
-	// override them (a quick look: MEMORY_CLAIMS=200 MEMORY_NOISE=200).
+	// override them (a quick look: MEMORY_CLAIMS=200 MEMORY_NOISE=200);
+	// MEMORY_GOMEMLIMIT gives the operator a GOMEMLIMIT, as the Deployment
+	// does from its container's memory limit.
 	defaultClaims = 10000
 	defaultNoise  = 10000
 	// writers is how many goroutines create objects.
@@ -110,6 +112,11 @@ func managerMemory(b *testing.B, claims, noise int) {
 	b.ReportMetric(mib(peak), "peak-MiB")
 	b.ReportMetric(mib(steady), "steady-MiB")
 	fmt.Printf("\nManager memory (the hyperfleet binary as its own process; RSS from /proc, sampled every 250 ms)\n")
+	limit := os.Getenv("MEMORY_GOMEMLIMIT")
+	if limit == "" {
+		limit = "unset (the Go runtime's default: collect when the heap doubles)"
+	}
+	fmt.Printf("  GOMEMLIMIT of the operator              %s\n", limit)
 	fmt.Printf("  unrelated objects in the cluster        %d Pods, %d ConfigMaps\n", noise, noise)
 	fmt.Printf("  RSS idle among them (no claims)         %.1f MiB\n", mib(idle))
 	fmt.Printf("  MachineClaims                           %d (%d on proxmoxsim, %d on kubevirtsim), all Ready in %s\n",

@@ -74,6 +74,10 @@ func startOperator(b *testing.B, bin string, args ...string) *operator {
 		"--pprof-bind-address=" + pprof}, args...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+path)
+	if limit := os.Getenv("MEMORY_GOMEMLIMIT"); limit != "" {
+		// As the Deployment sets it from the container's memory limit.
+		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+limit)
+	}
 	o := &operator{cmd: cmd, pprof: pprof, stderr: &bytes.Buffer{}, done: make(chan struct{}), sampling: make(chan struct{})}
 	cmd.Stderr = &lockedWriter{mu: &o.mu, w: o.stderr}
 	if err := cmd.Start(); err != nil {
