@@ -24,12 +24,17 @@ type LocalCluster struct {
 	Reader client.Reader
 	// Scheme builds clients for remote clusters.
 	Scheme *runtime.Scheme
+	// Installation is the operator's --installation-id, carried by every
+	// VirtualMachine and required of every one the provider touches.
+	Installation string
 }
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups=kubevirt.io,resources=kubevirts,verbs=get;list
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;patch;delete
+// The sweeper lists cloud-init Secrets by label, metadata only and uncached
+// (kubevirt.Provider.Leftovers); nothing watches Secrets cluster-wide.
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;create;update;patch;delete
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 // +kubebuilder:rbac:groups="",resources=nodes,verbs=get;list
 
@@ -38,7 +43,7 @@ type LocalCluster struct {
 // kubeconfig the cluster's credentials Secret holds.
 func KubeVirt(local LocalCluster) Factory {
 	return func(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) (providers.Hypervisor, error) {
-		cfg := kubevirt.Config{Client: local.Client, Reader: local.Reader, OwnerKind: "MachineClaim"}
+		cfg := kubevirt.Config{Client: local.Client, Reader: local.Reader, OwnerKind: "MachineClaim", Installation: local.Installation}
 		if kv := cluster.Spec.KubeVirt; kv != nil {
 			cfg.Namespace, cfg.Labels = kv.Namespace, kv.Labels
 		}

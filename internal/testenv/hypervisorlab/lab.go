@@ -69,16 +69,26 @@ func NewManager() (ctrl.Manager, error) {
 	})
 }
 
+// Installation is the installation id of the suites' registries: every
+// machine their providers make carries it (hf-inst-hf-lab on Proxmox).
+const Installation = "hf-lab"
+
 // NewRegistry is the provider registry of a suite, built as the operator
-// builds it: the one place the suites construct it.
+// builds it, for the installation Installation.
 func NewRegistry(mgr ctrl.Manager) *hypervisors.Registry {
+	return NewInstallationRegistry(mgr, Installation)
+}
+
+// NewInstallationRegistry is NewRegistry for another installation: the one
+// place the suites construct a registry.
+func NewInstallationRegistry(mgr ctrl.Manager, installation string) *hypervisors.Registry {
 	return &hypervisors.Registry{
 		Credentials: &credentials.Reader{Reader: mgr.GetAPIReader(), TTL: SecretTTL},
 		APIReader:   mgr.GetAPIReader(),
 		Factories: map[hypervisorv1alpha1.ProviderType]hypervisors.Factory{
-			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox,
+			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox(installation),
 			hypervisorv1alpha1.ProviderKubeVirt: hypervisors.KubeVirt(hypervisors.LocalCluster{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Installation: installation,
 			}),
 		},
 	}
