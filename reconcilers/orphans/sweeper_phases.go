@@ -28,7 +28,7 @@ type sweep struct {
 	// unmarkedSeen holds the keys of those, so each is logged once.
 	unmarkedSeen map[string]bool
 	deleted      int
-	errs    []error
+	errs         []error
 }
 
 // deletion is an orphan whose deletion is under way.
