@@ -100,7 +100,7 @@ func (p *Provider) uploadUserData(ctx context.Context, vm *proxmox.VirtualMachin
 
 // buildISO writes a NoCloud ISO (volume "cidata") holding files at path.
 func buildISO(path string, files map[string]string) (err error) {
-	f, err := os.Create(path)
+	f, err := os.Create(path) //nolint:gosec // a path in our own temporary directory
 	if err != nil {
 		return err
 	}
