@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,9 +32,13 @@ const grace = 2 * time.Second
 // installation is one operator installation: its id and its labs (one
 // Proxmox, one KubeVirt namespace), watched by its own manager.
 type installation struct {
-	id       string
-	pve, kv  *hypervisorlab.Lab
-	claimsOf map[*hypervisorlab.Lab][]string
+	// flag is its --installation-id; "" leaves the default, the UID of
+	// its operator namespace, which id then holds.
+	flag, id string
+	// operatorNS is its operator namespace.
+	operatorNS string
+	pve, kv    *hypervisorlab.Lab
+	claimsOf   map[*hypervisorlab.Lab][]string
 }
 
 // start runs a manager for the installation as `hyperfleet run
@@ -40,9 +46,17 @@ type installation struct {
 // reconcilers a claim needs and the sweeper.
 func (in *installation) start(t *testing.T) {
 	t.Helper()
+	in.id = in.flag
+	if in.flag == "" {
+		ns := &corev1.Namespace{}
+		if err := testenv.Client().Get(context.Background(), client.ObjectKey{Name: in.operatorNS}, ns); err != nil {
+			t.Fatal(err)
+		}
+		in.id = string(ns.UID)
+	}
 	mgr, err := manager.New(testenv.Config(), manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: hypervisorlab.OperatorNamespace,
-		InstallationID: in.id, Namespaces: []string{in.pve.NS, in.kv.NS},
+		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: in.operatorNS,
+		InstallationID: in.flag, Namespaces: []string{in.pve.NS, in.kv.NS},
 		ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
 		OrphanSweepInterval: 200 * time.Millisecond, OrphanGrace: grace,
 		Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
@@ -84,12 +98,18 @@ func (in *installation) machinesStand(t *testing.T) {
 			}
 			switch {
 			case l.Sim != nil:
-				if vm, ok := l.Sim.VM(int(*mc.Status.VMID)); !ok || vm.Status != "running" {
+				vm, ok := l.Sim.VM(int(*mc.Status.VMID))
+				if !ok || vm.Status != "running" {
 					t.Errorf("%s: the VM %d of claim %s/%s is gone or stopped: %+v", in.id, *mc.Status.VMID, l.NS, name, vm)
+				} else if !slices.Contains(vm.Tags, "hf-inst-"+in.id) {
+					t.Errorf("%s: the VM %d of claim %s/%s has tags %v, without its installation's", in.id, vm.VMID, l.NS, name, vm.Tags)
 				}
 			default:
-				if _, err := l.VM(mc.Status.MachineName); err != nil {
+				vm, err := l.VM(mc.Status.MachineName)
+				if err != nil {
 					t.Errorf("%s: the VirtualMachine of claim %s/%s: %v", in.id, l.NS, name, err)
+				} else if vm.Labels[kubevirt.LabelInstallation] != in.id {
+					t.Errorf("%s: the VirtualMachine of claim %s/%s has labels %v, without its installation's", in.id, l.NS, name, vm.Labels)
 				}
 			}
 		}
@@ -155,8 +175,11 @@ func deletedBy(t *testing.T, what string, namespaces ...string) []string {
 // machines made before installations whose claims neither knows, stay.
 func TestTwoInstallationsOnOneHypervisorKeepEachOthersMachines(t *testing.T) {
 	pveA := hypervisorlab.Proxmox(t)
-	a := &installation{id: "inst-a", pve: pveA, kv: hypervisorlab.KubeVirt(t), claimsOf: map[*hypervisorlab.Lab][]string{}}
-	b := &installation{id: "inst-b", pve: hypervisorlab.ProxmoxSharing(t, pveA), kv: hypervisorlab.KubeVirt(t), claimsOf: map[*hypervisorlab.Lab][]string{}}
+	a := &installation{flag: "inst-a", operatorNS: hypervisorlab.OperatorNamespace,
+		pve: pveA, kv: hypervisorlab.KubeVirt(t), claimsOf: map[*hypervisorlab.Lab][]string{}}
+	// b runs with the default id: the UID of its operator namespace.
+	b := &installation{pve: hypervisorlab.ProxmoxSharing(t, pveA), kv: hypervisorlab.KubeVirt(t), claimsOf: map[*hypervisorlab.Lab][]string{}}
+	b.operatorNS = b.pve.NS
 	sim := pveA.Sim
 	for _, in := range []*installation{a, b} {
 		in.start(t)
@@ -170,11 +193,11 @@ func TestTwoInstallationsOnOneHypervisorKeepEachOthersMachines(t *testing.T) {
 
 	// The orphans: each installation's own, a third's, and unmarked ones.
 	sim.AddVM("pve1", 4100, "hf-orphan-of-a", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-00000000000a", "hf-inst-inst-a"}, true)
-	sim.AddVM("pve1", 4200, "hf-orphan-of-b", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-00000000000b", "hf-inst-inst-b"}, true)
+	sim.AddVM("pve1", 4200, "hf-orphan-of-b", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-00000000000b", "hf-inst-" + b.id}, true)
 	sim.AddVM("pve1", 4300, "hf-orphan-of-c", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-00000000000c", "hf-inst-inst-c"}, true)
 	sim.AddVM("pve1", 4400, "hf-before-installations", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-00000000000d"}, true)
 	orphanVM(a.kv, "kv-orphan-of-a", "inst-a")
-	orphanVM(b.kv, "kv-orphan-of-b", "inst-b")
+	orphanVM(b.kv, "kv-orphan-of-b", b.id)
 	orphanVM(a.kv, "kv-orphan-of-c", "inst-c")
 	orphanVM(b.kv, "kv-before-installations", "")
 
