@@ -36,7 +36,9 @@ func TestSweeperMarksUnmarkedMachinesOfItsClaims(t *testing.T) {
 func TestSweeperDeletesLeftoverISOs(t *testing.T) {
 	l := hypervisorlab.Proxmox(t)
 	l.WaitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}, "Connected", 30*time.Second)
-	l.Sim.AddVM("pve1", 4646, "hf-held", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000000", ourTag}, true)
+	// The VMID is held, by a VM that is no orphan to sweep: the ISO may be
+	// the upload of a machine being configured.
+	l.Sim.AddVM("pve1", 4646, "web-1", []string{"prod"}, true)
 	mine := "hf-cloudinit-" + hypervisorlab.Installation + "-5000.iso"
 	keep := []string{
 		"hf-cloudinit-" + hypervisorlab.Installation + "-4646.iso", "hf-cloudinit-other-5001.iso",
