@@ -36,17 +36,19 @@ type Hypervisor interface {
 	Create(ctx context.Context, spec MachineSpec) (Machine, error)
 
 	// PowerOff stops the machine. Powering off a stopped or absent machine
-	// succeeds. It refuses (ErrNotOwned) a machine not owned by owner.
+	// succeeds. It refuses (ErrNotOwned) a machine not owned by owner, or
+	// marked for another installation.
 	PowerOff(ctx context.Context, ref MachineRef, owner Owner) error
 
 	// Delete removes the machine and what was made for it (disks, cloud-init
 	// media). Deleting an absent machine succeeds. It refuses (ErrNotOwned) a
-	// machine not owned by owner. It may need several calls: it returns
+	// machine not owned by owner, or marked for another installation. It may need several calls: it returns
 	// ErrInProgress while a power-off or removal is still running.
 	Delete(ctx context.Context, ref MachineRef, owner Owner) error
 
-	// List returns every machine this operator owns on the hypervisor, for
-	// orphan sweeps and gauges.
+	// List returns every machine this installation owns on the hypervisor,
+	// for orphan sweeps and gauges, and the unmarked machines made before
+	// installations (Machine.Installation ""); never another installation's.
 	List(ctx context.Context) ([]Machine, error)
 
 	// Check reports reachability, version, nodes and capacity.
@@ -129,6 +131,10 @@ const (
 type Machine struct {
 	Ref   MachineRef
 	Owner Owner
+	// Installation is the installation mark the machine carries: this
+	// provider's own, or "" for a machine made before installations
+	// (providers/installation.go). List never returns another's.
+	Installation string
 	// ProviderID is a stable identifier, e.g. proxmox://pve1/1042.
 	ProviderID string
 	// UID is the hypervisor's own unique identifier of the machine, when it

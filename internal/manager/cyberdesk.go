@@ -52,6 +52,10 @@ func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
 // desks (template, Supabase export, restarts) without every other kind's
 // reconciler running beside them.
 func SetupCyberdesk(mgr ctrl.Manager, o Options) error {
+	var err error
+	if o.InstallationID, err = resolveInstallation(context.Background(), mgr.GetAPIReader(), o, mgr.GetLogger()); err != nil {
+		return err
+	}
 	return setupCyberdesk(mgr, o, &credentials.Reader{Reader: mgr.GetAPIReader()})
 }
 
@@ -64,6 +68,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) erro
 	}
 	provider, err := kubevirt.New(kubevirt.Config{
 		Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), OwnerKind: cyberdesk.OwnerKind, ManagedBy: c.ManagedBy,
+		Installation: o.InstallationID,
 	})
 	if err != nil {
 		return err

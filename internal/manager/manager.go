@@ -3,6 +3,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -73,6 +74,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		return nil, err
 	}
 	if err := mgr.AddReadyzCheck("ping", healthz.Ping); err != nil {
+		return nil, err
+	}
+	if o.InstallationID, err = resolveInstallation(context.Background(), mgr.GetAPIReader(), o, mgr.GetLogger()); err != nil {
 		return nil, err
 	}
 	if err := setupReconcilers(mgr, o); err != nil {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"k8s.io/utils/clock"
+
+	"github.com/hyperfleet/hyperfleet/providers"
 )
 
 // inClusterNamespaceFile holds the Pod's namespace when running in a cluster.
@@ -62,6 +64,12 @@ type Options struct {
 	// in turn (tests that crash and restart the operator).
 	SkipControllerNameValidation bool
 
+	// InstallationID names this installation on the hypervisors: every
+	// machine carries it, and only machines carrying it (or none, made
+	// before installations) are listed, touched or swept. Default: the UID
+	// of OperatorNamespace, read at start (installation.go).
+	InstallationID string
+
 	// Cyberdesk and Hourglass configure those kinds' reconcilers.
 	Cyberdesk CyberdeskOptions
 	Hourglass HourglassOptions
@@ -95,6 +103,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		o.Controllers = splitList(s)
 		return checkControllers(o.Controllers)
 	})
+	fs.StringVar(&o.InstallationID, "installation-id", "", "This installation's id, carried by every machine it makes (Proxmox tag hf-inst-<id>, KubeVirt label hyperfleet.io/installation); installations sharing a hypervisor never touch each other's machines. 1-63 lowercase letters, digits or '-'. Default: the UID of the operator's namespace.")
 	o.Cyberdesk.bindFlags(fs)
 	o.Hourglass.bindFlags(fs)
 	o.Runners.bindFlags(fs)
@@ -120,6 +129,11 @@ func (o *Options) Complete() error {
 	}
 	if err := checkControllers(o.Controllers); err != nil {
 		return err
+	}
+	if o.InstallationID != "" {
+		if err := providers.ValidateInstallation(o.InstallationID); err != nil {
+			return fmt.Errorf("--installation-id: %w", err)
+		}
 	}
 	if o.LeaderElect && (o.RetryPeriod >= o.RenewDeadline || o.RenewDeadline >= o.LeaseDuration) {
 		return errors.New("leader election needs retry-period < renew-deadline < lease-duration")

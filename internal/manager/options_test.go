@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers"
 )
 
 func parsed(t *testing.T, args ...string) Options {
@@ -92,5 +94,39 @@ func TestControllersFlag(t *testing.T) {
 	bad = Options{Controllers: []string{"performer"}, OperatorNamespace: "x", Identity: "x"}
 	if err := bad.Complete(); err == nil {
 		t.Error("Complete accepts an unknown controller")
+	}
+}
+
+// --installation-id becomes a Proxmox tag and a label value: a bad one
+// stops the manager at start, naming the flag. Unset, it is resolved from
+// the operator's namespace when the manager is built.
+func TestInstallationIDFlag(t *testing.T) {
+	cases := []struct {
+		arg string
+		ok  bool
+	}{
+		{"", true},
+		{"prod", true},
+		{"0b6c7c2e-5f1d-4d8e-9a55-3f0c1e2d4b6a", true},
+		{"Prod", false},
+		{"prod_1", false},
+		{"-prod", false},
+		{strings.Repeat("a", 64), false},
+	}
+	for _, tc := range cases {
+		o := parsed(t, "--installation-id", tc.arg)
+		err := o.Complete()
+		if (err == nil) != tc.ok {
+			t.Errorf("--installation-id=%q: %v, want ok %v", tc.arg, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "--installation-id") {
+			t.Errorf("the error does not name the flag: %v", err)
+		}
+	}
+	if a, b := namespaceNameID("hyperfleet-system"), namespaceNameID("hyperfleet-dev"); a == b || a != namespaceNameID("hyperfleet-system") {
+		t.Errorf("fallback ids %q, %q: want stable and distinct", a, b)
+	}
+	if err := providers.ValidateInstallation(namespaceNameID("hyperfleet-system")); err != nil {
+		t.Errorf("the fallback id is not a valid one: %v", err)
 	}
 }

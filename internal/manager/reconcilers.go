@@ -21,9 +21,9 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 		Credentials: creds,
 		APIReader:   mgr.GetAPIReader(),
 		Factories: map[hypervisorv1alpha1.ProviderType]hypervisors.Factory{
-			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox,
+			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox(o.InstallationID),
 			hypervisorv1alpha1.ProviderKubeVirt: hypervisors.KubeVirt(hypervisors.LocalCluster{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Installation: o.InstallationID,
 			}),
 		},
 	}

@@ -24,6 +24,8 @@ const cloudInitVolume = "cloudinitdisk"
 // secretName is the cloud-init Secret of a VirtualMachine.
 func secretName(vm string) string { return vm + "-cloudinit" }
 
+var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
+
 // desired is what Create makes: the VirtualMachine and, when the machine
 // has user data, the Secret holding it.
 type desired struct {
@@ -66,7 +68,7 @@ func (p *Provider) build(spec providers.MachineSpec, namespace string) (desired,
 	vm.ResourceVersion, vm.UID = "", ""
 	vm.Status = kubevirtv1.VirtualMachineStatus{}
 
-	owned := ownershipLabels(p.cfg.OwnerKind, spec.Owner)
+	owned := p.ownershipLabels(spec.Owner)
 	vm.Labels = merge(vm.Labels, p.cfg.Labels, kv.Labels, owned)
 	vm.Annotations = merge(vm.Annotations, map[string]string{AnnotationOwner: spec.Owner.Namespace + "/" + spec.Owner.Name})
 	tmpl := vm.Spec.Template

@@ -27,7 +27,7 @@ func (p *Provider) PowerOff(ctx context.Context, ref providers.MachineRef, owner
 		}
 		return apiError("reading VirtualMachine "+key.String(), err)
 	}
-	if !ownedBy(vm, owner) {
+	if !p.owns(vm, owner) {
 		return fmt.Errorf("VirtualMachine %s: %w", key, providers.ErrNotOwned)
 	}
 	if runStrategy(vm) == kubevirtv1.RunStrategyHalted && vm.Spec.Running == nil {
@@ -58,7 +58,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 	err := p.cfg.Reader.Get(ctx, key, vm)
 	switch {
 	case err == nil:
-		if !ownedBy(vm, owner) {
+		if !p.owns(vm, owner) {
 			return fmt.Errorf("VirtualMachine %s: %w", key, providers.ErrNotOwned)
 		}
 		if vm.DeletionTimestamp == nil {
@@ -84,7 +84,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{}
 	if err := p.cfg.Reader.Get(ctx, key, vmi); err == nil {
-		if ownedBy(vmi, owner) {
+		if p.owns(vmi, owner) {
 			return fmt.Errorf("VirtualMachineInstance %s is shutting down: %w", key, providers.ErrInProgress)
 		}
 	} else if !apierrors.IsNotFound(err) {
@@ -102,7 +102,7 @@ func (p *Provider) deleteSecret(ctx context.Context, ns, vm string, owner provid
 		}
 		return apiError("reading Secret "+key.String(), err)
 	}
-	if !ownedBy(s, owner) {
+	if !p.owns(s, owner) {
 		return nil // not ours: never delete what we did not make
 	}
 	if err := p.cfg.Client.Delete(ctx, s, client.Preconditions{UID: &s.UID}); err != nil && !apierrors.IsNotFound(err) {

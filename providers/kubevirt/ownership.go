@@ -9,7 +9,10 @@ import (
 )
 
 // Ownership is written as labels (selectable: List finds every machine this
-// operator made with one query) plus an annotation for people.
+// installation made with one query) plus an annotation for people. An object
+// is this installation's when its owner UID matches and its installation
+// label is this installation's or absent (made before installations, and
+// then labelled when next seen: providers/installation.go).
 const (
 	// LabelManaged marks every object this provider made.
 	LabelManaged = "hyperfleet.io/managed"
@@ -18,17 +21,31 @@ const (
 	// LabelOwnerKind holds the owning object's kind (MachineClaim,
 	// Cyberdesk), so the MachineClaim orphan sweeper never sees a desktop.
 	LabelOwnerKind = "hyperfleet.io/owner-kind"
+	// LabelInstallation holds the id of the installation that made it.
+	LabelInstallation = "hyperfleet.io/installation"
 	// AnnotationOwner holds "<namespace>/<name>" of the owner.
 	AnnotationOwner = "hyperfleet.io/owner"
 )
 
-func ownershipLabels(kind string, owner providers.Owner) map[string]string {
-	return map[string]string{LabelManaged: "true", LabelOwnerUID: owner.UID, LabelOwnerKind: kind}
+func (p *Provider) ownershipLabels(owner providers.Owner) map[string]string {
+	return map[string]string{
+		LabelManaged: "true", LabelOwnerUID: owner.UID, LabelOwnerKind: p.cfg.OwnerKind, LabelInstallation: p.cfg.Installation,
+	}
 }
 
-// ownedBy reports whether obj carries owner's UID.
-func ownedBy(obj client.Object, owner providers.Owner) bool {
-	return obj.GetLabels()[LabelOwnerUID] == owner.UID && owner.UID != ""
+// ownedBy reports whether obj carries owner's UID and this installation's
+// label, or none.
+func ownedBy(obj client.Object, owner providers.Owner, installation string) bool {
+	labels := obj.GetLabels()
+	if owner.UID == "" || labels[LabelOwnerUID] != owner.UID {
+		return false
+	}
+	mark, marked := labels[LabelInstallation]
+	return !marked || mark == installation
+}
+
+func (p *Provider) owns(obj client.Object, owner providers.Owner) bool {
+	return ownedBy(obj, owner, p.cfg.Installation)
 }
 
 func ownerOf(obj client.Object) providers.Owner {

@@ -19,6 +19,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -45,6 +46,9 @@ type Config struct {
 	OwnerKind string
 	// ManagedBy fills ${managed_by}. Default "hyperfleet".
 	ManagedBy string
+	// Installation is this installation's id, the LabelInstallation of
+	// everything the provider makes and requires of everything it touches.
+	Installation string
 }
 
 // Provider makes machines as KubeVirt VirtualMachines.
@@ -61,6 +65,9 @@ func New(cfg Config) (*Provider, error) {
 	}
 	if cfg.OwnerKind == "" {
 		return nil, errors.New("kubevirt: an owner kind is required")
+	}
+	if err := providers.ValidateInstallation(cfg.Installation); err != nil {
+		return nil, providers.Permanent("InvalidInstallation", err.Error()+": set the operator's --installation-id", nil)
 	}
 	if cfg.Reader == nil {
 		cfg.Reader = cfg.Client
@@ -175,10 +182,14 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 // the machine (finishing the Secret's adoption a crash may have cut short);
 // anyone else's, the name is taken.
 func (p *Provider) existing(ctx context.Context, vm *kubevirtv1.VirtualMachine, owner providers.Owner) (providers.Machine, error) {
-	if !ownedBy(vm, owner) {
+	if !p.owns(vm, owner) {
 		return providers.Machine{}, fmt.Errorf("VirtualMachine %s/%s exists and is not owned by %s/%s: %w", vm.Namespace, vm.Name, owner.Namespace, owner.Name, providers.ErrNameTaken)
 	}
 	if err := p.adoptSecret(ctx, vm); err != nil {
+		return providers.Machine{}, err
+	}
+	// One made before installations becomes this installation's.
+	if err := p.mark(ctx, vm); err != nil {
 		return providers.Machine{}, err
 	}
 	return p.observe(ctx, vm)
@@ -198,7 +209,7 @@ func (p *Provider) ensureSecret(ctx context.Context, s *corev1.Secret, owner pro
 	if err := p.cfg.Reader.Get(ctx, client.ObjectKeyFromObject(s), have); err != nil {
 		return apiError("reading Secret "+s.Namespace+"/"+s.Name, err)
 	}
-	if !ownedBy(have, owner) {
+	if !p.owns(have, owner) {
 		return providers.Permanent("SecretNameTaken", fmt.Sprintf(
 			"Secret %s/%s, where the machine's cloud-init user data goes, exists and was not made for %s/%s; delete or rename it",
 			s.Namespace, s.Name, owner.Namespace, owner.Name), nil)
@@ -232,21 +243,44 @@ func (p *Provider) adoptSecret(ctx context.Context, vm *kubevirtv1.VirtualMachin
 	return apiError("adopting Secret "+s.Namespace+"/"+s.Name, err)
 }
 
-// List returns every VirtualMachine this provider's owner kind owns.
+// List returns every VirtualMachine of this provider's owner kind that
+// this installation made, and those made before installations (no
+// installation label): two selections, since a selector cannot say "this
+// value or none".
 func (p *Provider) List(ctx context.Context) ([]providers.Machine, error) {
-	var vms kubevirtv1.VirtualMachineList
-	opts := []client.ListOption{client.MatchingLabels{LabelManaged: "true", LabelOwnerKind: p.cfg.OwnerKind}}
+	ours, err := p.listVMs(ctx, LabelInstallation+"="+p.cfg.Installation)
+	if err != nil {
+		return nil, err
+	}
+	unmarked, err := p.listVMs(ctx, "!"+LabelInstallation)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]providers.Machine, 0, len(ours)+len(unmarked))
+	for _, vms := range [][]kubevirtv1.VirtualMachine{ours, unmarked} {
+		for i := range vms {
+			out = append(out, machineOf(&vms[i], nil))
+		}
+	}
+	return out, nil
+}
+
+// listVMs lists this owner kind's managed VirtualMachines matching the
+// extra selector requirement.
+func (p *Provider) listVMs(ctx context.Context, requirement string) ([]kubevirtv1.VirtualMachine, error) {
+	sel, err := labels.Parse(fmt.Sprintf("%s=true,%s=%s,%s", LabelManaged, LabelOwnerKind, p.cfg.OwnerKind, requirement))
+	if err != nil {
+		return nil, fmt.Errorf("the owner kind %q cannot be selected: %w", p.cfg.OwnerKind, err)
+	}
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
 	if p.cfg.Namespace != "" {
 		opts = append(opts, client.InNamespace(p.cfg.Namespace))
 	}
+	var vms kubevirtv1.VirtualMachineList
 	if err := p.cfg.Client.List(ctx, &vms, opts...); err != nil {
 		return nil, apiError("listing VirtualMachines", err)
 	}
-	out := make([]providers.Machine, 0, len(vms.Items))
-	for i := range vms.Items {
-		out = append(out, machineOf(&vms.Items[i], nil))
-	}
-	return out, nil
+	return vms.Items, nil
 }
 
 // Check reports whether the cluster serves KubeVirt's API, KubeVirt's

@@ -16,11 +16,12 @@ import (
 // as a stop: only an end KubeVirt leaves alone ends the machine.
 func machineOf(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInstance) providers.Machine {
 	m := providers.Machine{
-		Ref:         providers.MachineRef{Name: vm.Name, Namespace: vm.Namespace},
-		Owner:       ownerOf(vm),
-		ProviderID:  "kubevirt://" + vm.Namespace + "/" + vm.Name,
-		UID:         string(vm.UID),
-		Provisioned: true,
+		Ref:          providers.MachineRef{Name: vm.Name, Namespace: vm.Namespace},
+		Owner:        ownerOf(vm),
+		Installation: vm.Labels[LabelInstallation],
+		ProviderID:   "kubevirt://" + vm.Namespace + "/" + vm.Name,
+		UID:          string(vm.UID),
+		Provisioned:  true,
 	}
 	strategy := runStrategy(vm)
 	if vmi == nil || vmi.UID == "" {

@@ -82,7 +82,7 @@ func TestRender(t *testing.T) {
 
 func testProvider(t *testing.T) *Provider {
 	t.Helper()
-	return &Provider{cfg: Config{OwnerKind: "Cyberdesk", ManagedBy: "hyperfleet", Labels: map[string]string{"team": "desk"}}}
+	return &Provider{cfg: Config{OwnerKind: "Cyberdesk", ManagedBy: "hyperfleet", Labels: map[string]string{"team": "desk"}, Installation: "prod-1"}}
 }
 
 func TestBuildFromCyberdeskTemplate(t *testing.T) {
@@ -101,7 +101,7 @@ func TestBuildFromCyberdeskTemplate(t *testing.T) {
 	if vm.Name != "cyberdesk-a" || vm.Namespace != "ns" {
 		t.Fatalf("VM is %s/%s", vm.Namespace, vm.Name)
 	}
-	for k, v := range map[string]string{"cyberdesk": "a", "app.kubernetes.io/managed-by": "hyperfleet", LabelOwnerUID: "uid-1", LabelOwnerKind: "Cyberdesk", "team": "desk"} {
+	for k, v := range map[string]string{"cyberdesk": "a", "app.kubernetes.io/managed-by": "hyperfleet", LabelOwnerUID: "uid-1", LabelOwnerKind: "Cyberdesk", LabelInstallation: "prod-1", "team": "desk"} {
 		if vm.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, vm.Labels[k], v)
 		}
@@ -116,8 +116,8 @@ func TestBuildFromCyberdeskTemplate(t *testing.T) {
 	if d.secret == nil || string(d.secret.Data[UserDataKey]) != spec.CloudInit.UserData {
 		t.Fatalf("Secret = %+v", d.secret)
 	}
-	if d.secret.Labels[LabelOwnerUID] != "uid-1" {
-		t.Error("the Secret lacks the ownership label")
+	if d.secret.Labels[LabelOwnerUID] != "uid-1" || d.secret.Labels[LabelInstallation] != "prod-1" {
+		t.Error("the Secret lacks the ownership labels")
 	}
 	if len(vm.Spec.Template.Spec.Volumes) != 2 {
 		t.Errorf("volumes = %d, want the template's 2", len(vm.Spec.Template.Spec.Volumes))
@@ -270,5 +270,34 @@ func TestUserDataNeverInTheVM(t *testing.T) {
 		if !strings.Contains(string(d.secret.Data[UserDataKey]), secret) {
 			t.Fatal("user data not in the Secret")
 		}
+	}
+}
+
+// The ownership rule: the owner's UID, and this installation's label or
+// none (made before installations).
+func TestOwnership(t *testing.T) {
+	owner := providers.Owner{UID: "uid-1"}
+	obj := func(labels map[string]string) *kubevirtv1.VirtualMachine {
+		return &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Labels: labels}}
+	}
+	cases := []struct {
+		name   string
+		labels map[string]string
+		want   bool
+	}{
+		{"owner and installation", map[string]string{LabelOwnerUID: "uid-1", LabelInstallation: "prod-1"}, true},
+		{"made before installations", map[string]string{LabelOwnerUID: "uid-1"}, true},
+		{"another installation", map[string]string{LabelOwnerUID: "uid-1", LabelInstallation: "dev-1"}, false},
+		{"an empty installation label is another's", map[string]string{LabelOwnerUID: "uid-1", LabelInstallation: ""}, false},
+		{"another owner", map[string]string{LabelOwnerUID: "uid-2", LabelInstallation: "prod-1"}, false},
+		{"no marks", nil, false},
+	}
+	for _, tc := range cases {
+		if got := ownedBy(obj(tc.labels), owner, "prod-1"); got != tc.want {
+			t.Errorf("%s: ownedBy = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+	if ownedBy(obj(map[string]string{LabelOwnerUID: ""}), providers.Owner{}, "prod-1") {
+		t.Error("an empty owner UID owns nothing")
 	}
 }

@@ -28,7 +28,7 @@ func cloneSim(t *testing.T, lat proxmoxsim.Latencies, tweak func(*Config)) (*pro
 	sim.AddTemplate("pve1", 9000, "ubuntu-2404", nil)
 	id, secret := sim.APIToken()
 	return sim, func() *Provider {
-		cfg := Config{Endpoint: sim.URL(), TokenID: id, TokenSecret: secret, CAPEM: sim.CACertPEM(), RequestTimeout: 5 * time.Second}
+		cfg := Config{Endpoint: sim.URL(), TokenID: id, TokenSecret: secret, CAPEM: sim.CACertPEM(), RequestTimeout: 5 * time.Second, Installation: "inst-a"}
 		if tweak != nil {
 			tweak(&cfg)
 		}

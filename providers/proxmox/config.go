@@ -47,6 +47,10 @@ type Config struct {
 	MaxClonesPerNode, MaxClonesPerStorage int
 	// TaskTimeout bounds how long a clone, resize or start task may run.
 	TaskTimeout time.Duration
+	// Installation is this installation's id: written on every VM (a tag and
+	// a description line) and into cloud-init ISO names, and required of
+	// every VM the provider lists or touches.
+	Installation string
 }
 
 func (c *Config) setDefaults() {
@@ -75,6 +79,9 @@ func (c *Config) validate() error {
 		return providers.Permanent("CredentialsIncomplete", "the credentials Secret has tokenID but no tokenSecret", nil)
 	case c.TokenID == "" && (c.Username == "" || c.Password == ""):
 		return providers.Permanent("CredentialsIncomplete", "the credentials Secret needs tokenID and tokenSecret, or username and password", nil)
+	}
+	if err := providers.ValidateInstallation(c.Installation); err != nil {
+		return providers.Permanent("InvalidInstallation", err.Error()+": set the operator's --installation-id", nil)
 	}
 	return nil
 }

@@ -26,7 +26,7 @@ func (p *Provider) configure(ctx context.Context, vm *proxmox.VirtualMachine, sp
 			return err
 		}
 	}
-	tags := []string{managedTag, ownerTag(spec.Owner.UID)}
+	tags := []string{managedTag, ownerTag(spec.Owner.UID), installationTag(p.cfg.Installation)}
 	if vm.VirtualMachineConfig != nil {
 		tags = append(tags, splitTags(vm.VirtualMachineConfig.Tags)...)
 	}
@@ -125,8 +125,8 @@ func searchDomain(n providers.NetworkSpec, cfg Config) string {
 }
 
 // attachUserData uploads a NoCloud ISO (user-data, meta-data, network-config)
-// to the cloud-init storage and attaches it as ide2, in place of Proxmox's
-// cloud-init drive. Proxmox has no API to write the snippets that cicustom
+// to the cloud-init storage and attaches it as ide2 (cloudinit.go), in place
+// of Proxmox's cloud-init drive. Proxmox has no API to write the snippets that cicustom
 // needs, while ISO upload is a supported API call.
 func (p *Provider) attachUserData(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec) error {
 	vmid := spec.Ref.VMID
@@ -157,11 +157,9 @@ func (p *Provider) attachUserData(ctx context.Context, vm *proxmox.VirtualMachin
 			meta += fmt.Sprintf("  - %q\n", k)
 		}
 	}
-	if err := vm.CloudInit(ctx, "ide2", spec.CloudInit.UserData, meta, "", networkConfig(spec.Network, p.cfg),
-		proxmox.WithCloudInitStorage(p.cfg.CloudInitStorage)); err != nil {
-		return classify(fmt.Sprintf("attaching cloud-init user data to VM %d (storage %s needs the iso content type)", vmid, p.cfg.CloudInitStorage), err)
-	}
-	return nil
+	return p.uploadUserData(ctx, vm, map[string]string{
+		"user-data": spec.CloudInit.UserData, "meta-data": meta, "network-config": networkConfig(spec.Network, p.cfg),
+	})
 }
 
 // networkConfig renders cloud-init network config v2 for the first NIC.

@@ -56,7 +56,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		m.Node = vm.Node
 		return m, nil
 	}
-	if !ownedBy(tags, desc, spec.Owner) {
+	if !ownedBy(tags, desc, spec.Owner, p.cfg.Installation) {
 		return providers.Machine{}, fmt.Errorf("VM %d on %s: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken)
 	}
 	m := p.machine(vm)
@@ -74,6 +74,13 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 			return m, err
 		}
 		m.Progress = "configured"
+	case !slices.Contains(tags, installationTag(p.cfg.Installation)):
+		// Made before installations: mark it, so this installation's sweeper
+		// and List know it as ours.
+		if err := p.markInstallation(ctx, vm, tags); err != nil {
+			return m, err
+		}
+		m.Installation = p.cfg.Installation
 	case p.needsResize(vm, spec):
 		task, err := vm.ResizeDisk(ctx, diskName(spec), fmt.Sprintf("%dG", spec.DiskGiB))
 		if err != nil {
@@ -156,7 +163,7 @@ func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (provi
 	opts := &proxmox.VirtualMachineCloneOptions{
 		NewID:       spec.Ref.VMID,
 		Name:        spec.Ref.Name,
-		Description: description(spec.Owner),
+		Description: description(spec.Owner, p.cfg.Installation),
 		Pool:        spec.Proxmox.Pool,
 	}
 	if node != src.Node {
@@ -209,7 +216,7 @@ func (p *Provider) cloneRefused(ctx context.Context, spec providers.MachineSpec,
 		m := provisioning(spec, "cloning")
 		m.Node = vm.Node
 		return m, nil
-	case ownedBy(tags, desc, spec.Owner):
+	case ownedBy(tags, desc, spec.Owner, p.cfg.Installation):
 		return p.machine(vm), nil
 	}
 	return providers.Machine{}, fmt.Errorf("cloning to VM %d on %s: %w: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken, refused)

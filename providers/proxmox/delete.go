@@ -31,7 +31,7 @@ func (p *Provider) PowerOff(ctx context.Context, ref providers.MachineRef, owner
 }
 
 // Delete stops and destroys a VM this owner owns, with its disks and its
-// cloud-init ISO. It returns ErrInProgress until the VM is gone.
+// cloud-init ISO (cloudinit.go). It returns ErrInProgress until the VM is gone.
 func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner providers.Owner) error {
 	if err := p.taskError(ctx, ref.VMID); err != nil && !errors.Is(err, providers.ErrNotFound) {
 		return err
@@ -41,7 +41,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 		return err
 	}
 	if vm == nil {
-		p.removeUserDataISO(ctx, ref)
+		p.removeUserDataISOs(ctx, ref)
 		return nil
 	}
 	if _, busy := p.pending(ref.VMID); busy || vm.Lock != "" {
@@ -57,6 +57,10 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 		p.watch(ref.VMID, "Stop", task)
 		return fmt.Errorf("VM %d stopping: %w", ref.VMID, providers.ErrInProgress)
 	}
+	// The ISO goes with the destroy call: a caller that stops calling once
+	// the VM is gone (the sweeper) must not leave it behind. One made before
+	// installations is removed by go-proxmox's Delete itself.
+	_ = p.deleteISO(ctx, vm.Node, isoName(p.cfg.Installation, ref.VMID))
 	task, err := vm.Delete(ctx, &proxmox.VirtualMachineDeleteOptions{Purge: true, DestroyUnreferencedDisks: true})
 	if err != nil {
 		return classify(fmt.Sprintf("deleting VM %d", ref.VMID), err)
@@ -84,18 +88,8 @@ func (p *Provider) owned(ctx context.Context, ref providers.MachineRef, owner pr
 		// A clone still running shows no owner yet; wait for it to finish.
 		return nil, fmt.Errorf("VM %d is being cloned: %w", ref.VMID, providers.ErrInProgress)
 	}
-	if !ownedBy(tags, desc, owner) {
-		return nil, fmt.Errorf("VM %d on %s (owner %q): %w", ref.VMID, vm.Node, ownerUID(tags, desc), providers.ErrNotOwned)
+	if !ownedBy(tags, desc, owner, p.cfg.Installation) {
+		return nil, fmt.Errorf("VM %d on %s (owner %q, installation %q): %w", ref.VMID, vm.Node, ownerUID(tags, desc), installationOf(tags, desc), providers.ErrNotOwned)
 	}
 	return vm, nil
-}
-
-// removeUserDataISO deletes the VM's cloud-init ISO, best effort: a leftover
-// ISO of a few kilobytes must never hold up a claim's deletion.
-func (p *Provider) removeUserDataISO(ctx context.Context, ref providers.MachineRef) {
-	if ref.Node == "" {
-		return
-	}
-	volid := fmt.Sprintf("%s:iso/"+proxmox.UserDataISOFormat, p.cfg.CloudInitStorage, ref.VMID)
-	_ = p.client.Delete(ctx, fmt.Sprintf("/nodes/%s/storage/%s/content/%s", ref.Node, p.cfg.CloudInitStorage, volid), nil)
 }

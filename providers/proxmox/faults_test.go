@@ -22,7 +22,7 @@ func newSim(t *testing.T) (*proxmoxsim.Server, *proxmox.Provider) {
 	t.Cleanup(sim.Close)
 	id, secret := sim.APIToken()
 	p, err := proxmox.New(proxmox.Config{Endpoint: sim.URL(), TokenID: id, TokenSecret: secret, CAPEM: sim.CACertPEM(),
-		RequestTimeout: 500 * time.Millisecond})
+		RequestTimeout: 500 * time.Millisecond, Installation: "inst-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,8 +114,10 @@ func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (provi
 	return m, nil
 }
 
-// List returns the VMs HyperFleet owns: tagged, or (mid-clone, before tags)
-// named hf-* with our owner line in the description.
+// List returns the VMs this installation owns: tagged, or (mid-clone,
+// before tags) named hf-* with our owner line in the description; and the
+// unmarked ones made before installations. Another installation's VMs are
+// left out.
 func (p *Provider) List(ctx context.Context) ([]providers.Machine, error) {
 	rs, err := p.resources(ctx, "vm")
 	if err != nil {
@@ -130,16 +132,19 @@ func (p *Provider) List(ctx context.Context) ([]providers.Machine, error) {
 		ref := providers.MachineRef{Name: r.Name, VMID: int(r.VMID), Node: r.Node} //nolint:gosec // VMIDs fit int
 		switch {
 		case slices.Contains(tags, managedTag):
+			if foreign(tags, "", p.cfg.Installation) {
+				continue
+			}
 			out = append(out, providers.Machine{
-				Ref: ref, Owner: providers.Owner{UID: ownerUID(tags, "")}, ProviderID: providerID(r.Node, ref.VMID),
-				State: powerState(r.Status, ""), Node: r.Node,
+				Ref: ref, Owner: providers.Owner{UID: ownerUID(tags, "")}, Installation: installationOf(tags, ""),
+				ProviderID: providerID(r.Node, ref.VMID), State: powerState(r.Status, ""), Node: r.Node,
 			})
 		case len(r.Name) > len(namePrefixForList) && r.Name[:len(namePrefixForList)] == namePrefixForList:
 			vm, err := p.find(ctx, ref)
 			if err != nil {
 				continue
 			}
-			if m := p.machine(vm); m.Owner.UID != "" {
+			if m := p.machine(vm); m.Owner.UID != "" && (m.Installation == "" || m.Installation == p.cfg.Installation) {
 				out = append(out, m)
 			}
 		}
@@ -211,11 +216,12 @@ func (p *Provider) machine(vm *proxmox.VirtualMachine) providers.Machine {
 	}
 	vmid := int(vm.VMID) //nolint:gosec // VMIDs fit int
 	m := providers.Machine{
-		Ref:        providers.MachineRef{Name: vm.Name, VMID: vmid, Node: vm.Node},
-		Owner:      providers.Owner{UID: ownerUID(tags, desc)},
-		ProviderID: providerID(vm.Node, vmid),
-		State:      powerState(vm.Status, vm.Lock),
-		Node:       vm.Node,
+		Ref:          providers.MachineRef{Name: vm.Name, VMID: vmid, Node: vm.Node},
+		Owner:        providers.Owner{UID: ownerUID(tags, desc)},
+		Installation: installationOf(tags, desc),
+		ProviderID:   providerID(vm.Node, vmid),
+		State:        powerState(vm.Status, vm.Lock),
+		Node:         vm.Node,
 	}
 	if vm.Lock != "" {
 		m.Progress = "locked by Proxmox (" + vm.Lock + ")"

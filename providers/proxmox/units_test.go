@@ -14,24 +14,38 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 )
 
+// The ownership rule: the owner's UID, and this installation's mark or
+// none (a VM made before installations); another installation's VM is
+// never ours, nor listed.
 func TestOwnership(t *testing.T) {
+	const us, them = "prod-1", "dev-1"
 	owner := providers.Owner{UID: "0F3A9C2E-1111-2222-3333-444455556666", Namespace: "ci", Name: "runner-1"}
-	desc := description(owner)
+	desc := description(owner, us)
+	legacyDesc := "Managed by HyperFleet.\nhyperfleet-owner-uid: " + owner.UID + "\n"
 	cases := []struct {
-		name string
-		tags []string
-		desc string
-		want bool
+		name    string
+		tags    []string
+		desc    string
+		want    bool
+		foreign bool
 	}{
-		{"owner tag", []string{"hyperfleet", ownerTag(owner.UID)}, "", true},
-		{"description only (mid-clone, before tags)", nil, desc, true},
-		{"another claim's tag", []string{"hyperfleet", ownerTag("99999999-1111-2222-3333-444455556666")}, desc, false},
-		{"untagged foreign VM", []string{"prod", "db"}, "the production database", false},
-		{"look-alike description", nil, "notes: hyperfleet-owner-uid is set by the operator", false},
+		{"owner and installation tags", []string{"hyperfleet", ownerTag(owner.UID), installationTag(us)}, "", true, false},
+		{"description only (mid-clone, before tags)", nil, desc, true, false},
+		{"made before installations: owner tag, no mark", []string{"hyperfleet", ownerTag(owner.UID)}, legacyDesc, true, false},
+		{"made before installations, mid-clone", nil, legacyDesc, true, false},
+		{"another installation's tag", []string{"hyperfleet", ownerTag(owner.UID), installationTag(them)}, "", false, true},
+		{"another installation's description", nil, description(owner, them), false, true},
+		{"another claim's tag", []string{"hyperfleet", ownerTag("99999999-1111-2222-3333-444455556666"), installationTag(us)}, desc, false, false},
+		{"untagged foreign VM", []string{"prod", "db"}, "the production database", false, false},
+		{"look-alike description", nil, "notes: hyperfleet-owner-uid is set by the operator", false, false},
+		{"look-alike installation line", nil, legacyDesc + "see hyperfleet-installation: dev-1 for details", true, false},
 	}
 	for _, tc := range cases {
-		if got := ownedBy(tc.tags, tc.desc, owner); got != tc.want {
+		if got := ownedBy(tc.tags, tc.desc, owner, us); got != tc.want {
 			t.Errorf("%s: ownedBy = %v, want %v", tc.name, got, tc.want)
+		}
+		if got := foreign(tc.tags, tc.desc, us); got != tc.foreign {
+			t.Errorf("%s: foreign = %v, want %v", tc.name, got, tc.foreign)
 		}
 	}
 	if got := joinTags([]string{"HyperFleet", "a", " a", "", "b"}); got != "hyperfleet;a;b" {
@@ -260,7 +274,9 @@ func TestNewRejectsIncompleteCredentials(t *testing.T) {
 		{Config{}, "InvalidEndpoint"},
 		{Config{Endpoint: "https://pve", TokenID: "a@pam!b"}, "CredentialsIncomplete"},
 		{Config{Endpoint: "https://pve", Username: "root@pam"}, "CredentialsIncomplete"},
-		{Config{Endpoint: "https://pve", TokenID: "a@pam!b", TokenSecret: "s", CAPEM: []byte("not pem")}, "InvalidCABundle"},
+		{Config{Endpoint: "https://pve", TokenID: "a@pam!b", TokenSecret: "s", Installation: "prod", CAPEM: []byte("not pem")}, "InvalidCABundle"},
+		{Config{Endpoint: "https://pve", TokenID: "a@pam!b", TokenSecret: "s"}, "InvalidInstallation"},
+		{Config{Endpoint: "https://pve", TokenID: "a@pam!b", TokenSecret: "s", Installation: "Prod_1"}, "InvalidInstallation"},
 	}
 	for _, tc := range cases {
 		_, err := New(tc.cfg)
@@ -269,6 +285,49 @@ func TestNewRejectsIncompleteCredentials(t *testing.T) {
 		}
 		if err != nil && strings.Contains(err.Error(), "s\"") {
 			t.Errorf("error leaks the secret: %v", err)
+		}
+	}
+}
+
+// A cloud-init ISO's name says whose it is; one made before installations
+// is recognised with no installation; anything else is not ours.
+func TestISONames(t *testing.T) {
+	if got := isoName("prod-1", 4242); got != "hf-cloudinit-prod-1-4242.iso" {
+		t.Errorf("isoName = %q", got)
+	}
+	cases := []struct {
+		name string
+		inst string
+		vmid int
+		ok   bool
+	}{
+		{"hf-cloudinit-prod-1-4242.iso", "prod-1", 4242, true},
+		{"hf-cloudinit-0b6c7c2e-5f1d-4d8e-9a55-3f0c1e2d4b6a-100.iso", "0b6c7c2e-5f1d-4d8e-9a55-3f0c1e2d4b6a", 100, true},
+		{"user-data-4242.iso", "", 4242, true},
+		{"hf-cloudinit-4242.iso", "", 0, false},
+		{"hf-cloudinit-Prod-4242.iso", "", 0, false},
+		{"hf-cloudinit-prod-99.iso", "", 0, false},
+		{"hf-cloudinit-prod-x.iso", "", 0, false},
+		{"ubuntu-24.04-live-server-amd64.iso", "", 0, false},
+		{"user-data-4242.iso.bak", "", 0, false},
+	}
+	for _, tc := range cases {
+		inst, vmid, ok := parseISO(tc.name)
+		if inst != tc.inst || vmid != tc.vmid || ok != tc.ok {
+			t.Errorf("parseISO(%q) = %q, %d, %v; want %q, %d, %v", tc.name, inst, vmid, ok, tc.inst, tc.vmid, tc.ok)
+		}
+	}
+}
+
+func TestInstallationIDs(t *testing.T) {
+	for _, id := range []string{"prod", "a", "0b6c7c2e-5f1d-4d8e-9a55-3f0c1e2d4b6a", strings.Repeat("a", 63)} {
+		if err := providers.ValidateInstallation(id); err != nil {
+			t.Errorf("%q refused: %v", id, err)
+		}
+	}
+	for _, id := range []string{"", "Prod", "-prod", "prod-", "prod_1", "prod.1", strings.Repeat("a", 64)} {
+		if err := providers.ValidateInstallation(id); err == nil {
+			t.Errorf("%q accepted", id)
 		}
 	}
 }

@@ -24,6 +24,9 @@ type LocalCluster struct {
 	Reader client.Reader
 	// Scheme builds clients for remote clusters.
 	Scheme *runtime.Scheme
+	// Installation is the operator's --installation-id, carried by every
+	// VirtualMachine and required of every one the provider touches.
+	Installation string
 }
 
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
@@ -38,7 +41,7 @@ type LocalCluster struct {
 // kubeconfig the cluster's credentials Secret holds.
 func KubeVirt(local LocalCluster) Factory {
 	return func(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) (providers.Hypervisor, error) {
-		cfg := kubevirt.Config{Client: local.Client, Reader: local.Reader, OwnerKind: "MachineClaim"}
+		cfg := kubevirt.Config{Client: local.Client, Reader: local.Reader, OwnerKind: "MachineClaim", Installation: local.Installation}
 		if kv := cluster.Spec.KubeVirt; kv != nil {
 			cfg.Namespace, cfg.Labels = kv.Namespace, kv.Labels
 		}

@@ -17,16 +17,25 @@ const (
 	KeyPassword    = "password"
 )
 
-// Proxmox builds the Proxmox VE provider from a HypervisorCluster.
-func Proxmox(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) (providers.Hypervisor, error) {
+// Proxmox returns the factory of Proxmox VE providers for installation (the
+// operator's --installation-id): its VMs carry the id, and it touches no
+// other installation's.
+func Proxmox(installation string) Factory {
+	return func(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) (providers.Hypervisor, error) {
+		return newProxmox(cluster, creds, installation)
+	}
+}
+
+func newProxmox(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials, installation string) (providers.Hypervisor, error) {
 	spec := cluster.Spec
 	cfg := proxmox.Config{
-		Endpoint:    spec.Endpoint,
-		TokenID:     strings.TrimSpace(string(creds.Data[KeyTokenID])),
-		TokenSecret: strings.TrimSpace(string(creds.Data[KeyTokenSecret])),
-		Username:    strings.TrimSpace(string(creds.Data[KeyUsername])),
-		Password:    string(creds.Data[KeyPassword]),
-		CAPEM:       creds.CA,
+		Installation: installation,
+		Endpoint:     spec.Endpoint,
+		TokenID:      strings.TrimSpace(string(creds.Data[KeyTokenID])),
+		TokenSecret:  strings.TrimSpace(string(creds.Data[KeyTokenSecret])),
+		Username:     strings.TrimSpace(string(creds.Data[KeyUsername])),
+		Password:     string(creds.Data[KeyPassword]),
+		CAPEM:        creds.CA,
 	}
 	if cfg.TokenID == "" && cfg.Username == "" {
 		return nil, providers.Permanent("CredentialsIncomplete", fmt.Sprintf(

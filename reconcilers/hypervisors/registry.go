@@ -25,6 +25,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 )
 
+// The default installation id (internal/manager) is the UID of the
+// operator's own namespace, read once at start.
+// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+
 // Credentials is what a factory gets besides the cluster: the Secret's data
 // (nil when the cluster names none) and the CA bundle (nil for system roots).
 type Credentials struct {

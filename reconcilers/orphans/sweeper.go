@@ -1,6 +1,7 @@
-// Package orphans deletes machines that carry HyperFleet's ownership marks but
-// whose MachineClaim no longer exists — after a grace period, and never a
-// machine without our marks.
+// Package orphans deletes machines that carry this installation's ownership
+// marks but whose MachineClaim no longer exists, and the cloud-init media
+// left by machines that no longer exist — after a grace period, and never
+// anything without this installation's marks (providers/installation.go).
 //
 // The sweeper is a leader-only runnable, not a kind's reconciler, but it has
 // the same split: sweeper.go runs it, sweeper_phases.go does the work of one
@@ -44,6 +45,8 @@ type Sweeper struct {
 	// deleting holds orphans whose deletion was started but not yet seen
 	// finished; they are counted once they are gone from the hypervisor.
 	deleting map[string]deletion
+	// reported holds the unmarked things already logged.
+	reported map[string]bool
 }
 
 // NeedLeaderElection: only the leader deletes.
@@ -52,7 +55,9 @@ func (s *Sweeper) NeedLeaderElection() bool { return true }
 // SetupWithManager adds the sweeper to mgr.
 func (s *Sweeper) SetupWithManager(mgr ctrl.Manager) error {
 	s.defaults()
-	registerMetrics.Do(func() { metrics.Registry.MustRegister(orphansDeleted, orphansFound) })
+	registerMetrics.Do(func() {
+		metrics.Registry.MustRegister(orphansDeleted, orphansFound, orphansUnmarked, leftoversDeleted)
+	})
 	return mgr.Add(s)
 }
 

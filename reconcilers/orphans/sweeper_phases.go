@@ -22,8 +22,13 @@ type sweep struct {
 	listed map[string]bool
 	// orphans counts the orphans seen, by provider.
 	orphans map[hypervisorv1alpha1.ProviderType]int
-	deleted int
-	errs    []error
+	// unmarked counts what was made before installations and is not ours
+	// to decide on, by provider and kind.
+	unmarked map[unmarkedKey]int
+	// unmarkedSeen holds the keys of those, so each is logged once.
+	unmarkedSeen map[string]bool
+	deleted      int
+	errs         []error
 }
 
 // deletion is an orphan whose deletion is under way.
@@ -47,6 +52,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	w := &sweep{
 		now: s.Clock.Now(), live: make(map[string]bool, len(claims.Items)),
 		seen: map[string]bool{}, listed: map[string]bool{}, orphans: map[hypervisorv1alpha1.ProviderType]int{},
+		unmarked: map[unmarkedKey]int{}, unmarkedSeen: map[string]bool{},
 	}
 	for _, c := range claims.Items {
 		w.live[string(c.UID)] = true
@@ -54,9 +60,10 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	for i := range clusters.Items {
 		s.sweepCluster(ctx, w, &clusters.Items[i])
 	}
-	s.reportOrphans(w.orphans)
+	s.reportOrphans(w.orphans, w.unmarked)
 	s.finishDeletions(w)
 	s.forgetExcept(w.seen)
+	s.forgetReportedExcept(w.unmarkedSeen)
 	return w.deleted, errors.Join(w.errs...)
 }
 
@@ -75,8 +82,16 @@ func (s *Sweeper) sweepCluster(ctx context.Context, w *sweep, cluster *hyperviso
 	}
 	w.listed[clusterKey(cluster)] = true
 	for _, m := range machines {
-		if !isOrphan(m, w.live) {
+		switch judge(m, w.live) {
+		case keep:
 			continue
+		case adopt:
+			s.adopt(ctx, w, p, m)
+			continue
+		case unmarked:
+			s.reportUnmarked(ctx, w, cluster, machineKey(cluster, m), KindMachine, m.Ref.String(), m.Owner.UID)
+			continue
+		case orphan:
 		}
 		w.orphans[cluster.Spec.Provider]++
 		key := machineKey(cluster, m)
@@ -101,6 +116,74 @@ func (s *Sweeper) sweepCluster(ctx context.Context, w *sweep, cluster *hyperviso
 		default:
 			w.errs = append(w.errs, err)
 		}
+	}
+	s.sweepLeftovers(ctx, w, cluster, p)
+}
+
+// adopt marks a machine made before installations, whose claim is one of
+// ours, as this installation's: from then on only this installation lists it.
+func (s *Sweeper) adopt(ctx context.Context, w *sweep, p providers.Hypervisor, m providers.Machine) {
+	marker, ok := p.(providers.InstallationMarker)
+	if !ok {
+		return
+	}
+	ctrl.LoggerFrom(ctx).WithName("orphan-sweeper").Info("Marking a machine made before installations as this installation's",
+		"machine", m.Ref.String(), "ownerUID", m.Owner.UID)
+	if err := marker.MarkInstallation(ctx, m.Ref, m.Owner); err != nil {
+		w.errs = append(w.errs, err)
+	}
+}
+
+// reportUnmarked counts something made before installations whose claim is
+// not ours, and logs it the first time it is seen: it may be another
+// installation's, so it is never deleted.
+func (s *Sweeper) reportUnmarked(ctx context.Context, w *sweep, cluster *hypervisorv1alpha1.HypervisorCluster, key, kind, what, ownerUID string) {
+	w.unmarked[unmarkedKey{provider: cluster.Spec.Provider, kind: kind}]++
+	w.unmarkedSeen[key] = true
+	s.mu.Lock()
+	if s.reported == nil {
+		s.reported = map[string]bool{}
+	}
+	first := !s.reported[key]
+	s.reported[key] = true
+	s.mu.Unlock()
+	if first {
+		ctrl.LoggerFrom(ctx).WithName("orphan-sweeper").Info(
+			"Leaving alone something made before installations whose claim is not this installation's: delete it by hand if no installation uses it",
+			"cluster", cluster.Name, "kind", kind, "what", what, "ownerUID", ownerUID)
+	}
+}
+
+// sweepLeftovers deletes what a provider made beside machines that no
+// longer exist (cloud-init ISOs and Secrets), after the same grace.
+func (s *Sweeper) sweepLeftovers(ctx context.Context, w *sweep, cluster *hypervisorv1alpha1.HypervisorCluster, p providers.Hypervisor) {
+	cleaner, ok := p.(providers.LeftoverCleaner)
+	if !ok {
+		return
+	}
+	leftovers, err := cleaner.Leftovers(ctx)
+	if err != nil {
+		w.errs = append(w.errs, err)
+		return
+	}
+	for _, l := range leftovers {
+		key := clusterKey(cluster) + "/" + l.Kind + "/" + l.ID
+		if l.Installation == "" {
+			s.reportUnmarked(ctx, w, cluster, key, l.Kind, l.ID, "")
+			continue
+		}
+		w.seen[key] = true
+		if !pastGrace(s.remember(key, w.now), w.now, s.Grace) {
+			continue
+		}
+		ctrl.LoggerFrom(ctx).WithName("orphan-sweeper").Info("Deleting a leftover of a machine that no longer exists",
+			"cluster", cluster.Name, "kind", l.Kind, "id", l.ID, "machine", l.Machine.String())
+		if err := cleaner.DeleteLeftover(ctx, l); err != nil {
+			w.errs = append(w.errs, err)
+			continue
+		}
+		delete(w.seen, key)
+		s.leftoverDeleted(cluster, l)
 	}
 }
 
@@ -132,6 +215,18 @@ func (s *Sweeper) remember(key string, now time.Time) time.Time {
 	}
 	s.firstSeen[key] = now
 	return now
+}
+
+// forgetReportedExcept forgets the unmarked things this sweep did not see,
+// so one seen again is logged again.
+func (s *Sweeper) forgetReportedExcept(seen map[string]bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.reported {
+		if !seen[k] {
+			delete(s.reported, k)
+		}
+	}
 }
 
 // forgetExcept forgets the orphans this sweep did not see standing: deleted,

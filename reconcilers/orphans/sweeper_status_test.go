@@ -18,28 +18,32 @@ func TestDecision(t *testing.T) {
 	const grace = 10 * time.Minute
 	start := time.Date(2026, 11, 24, 3, 0, 0, 0, time.UTC)
 	live := map[string]bool{"live-claim": true}
+	const us = "prod-1" // providers list only this installation's machines and unmarked ones
 	tests := []struct {
-		name   string
-		owner  string
-		seen   time.Duration // how long ago the machine was first seen as an orphan
-		orphan bool
-		delete bool
+		name    string
+		owner   string
+		inst    string
+		seen    time.Duration // how long ago the machine was first seen as an orphan
+		verdict verdict
+		delete  bool
 	}{
-		{name: "no ownership marks: not ours, never touched", owner: "", seen: time.Hour},
-		{name: "its claim exists", owner: "live-claim", seen: time.Hour},
-		{name: "an orphan seen for the first time", owner: "gone-claim", orphan: true},
-		{name: "an orphan within its grace", owner: "gone-claim", seen: grace - time.Second, orphan: true},
-		{name: "an orphan at the end of its grace", owner: "gone-claim", seen: grace, orphan: true, delete: true},
-		{name: "an orphan past its grace", owner: "gone-claim", seen: 3 * grace, orphan: true, delete: true},
+		{name: "no ownership marks: not ours, never touched", owner: "", seen: time.Hour, verdict: keep},
+		{name: "its claim exists", owner: "live-claim", inst: us, seen: time.Hour, verdict: keep},
+		{name: "made before installations, its claim is ours: marked", owner: "live-claim", seen: time.Hour, verdict: adopt},
+		{name: "made before installations, its claim is not ours: reported, never deleted", owner: "gone-claim", seen: 3 * grace, verdict: unmarked},
+		{name: "an orphan seen for the first time", owner: "gone-claim", inst: us, verdict: orphan},
+		{name: "an orphan within its grace", owner: "gone-claim", inst: us, seen: grace - time.Second, verdict: orphan},
+		{name: "an orphan at the end of its grace", owner: "gone-claim", inst: us, seen: grace, verdict: orphan, delete: true},
+		{name: "an orphan past its grace", owner: "gone-claim", inst: us, seen: 3 * grace, verdict: orphan, delete: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			m := providers.Machine{Owner: providers.Owner{UID: tt.owner}, ProviderID: "proxmox://pve1/4242"}
-			orphan := isOrphan(m, live)
-			if orphan != tt.orphan {
-				t.Fatalf("orphan = %v, want %v", orphan, tt.orphan)
+			m := providers.Machine{Owner: providers.Owner{UID: tt.owner}, Installation: tt.inst, ProviderID: "proxmox://pve1/4242"}
+			v := judge(m, live)
+			if v != tt.verdict {
+				t.Fatalf("verdict = %v, want %v", v, tt.verdict)
 			}
-			if !orphan {
+			if v != orphan {
 				return
 			}
 			now := start.Add(tt.seen)

@@ -10,17 +10,23 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
+// ourTag is the installation tag of the suite's registry.
+var ourTag = "hf-inst-" + hypervisorlab.Installation
+
 // The sweeper deletes a VM with our marks whose claim is gone, after its
-// grace; a VM without our marks is never touched.
+// grace; a VM without our marks is never touched, nor one made before
+// installations (no installation mark), which it only reports.
 func TestSweeperDeletesOnlyOrphans(t *testing.T) {
 	l := hypervisorlab.Proxmox(t)
 	l.WaitReason(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}, "Connected", 30*time.Second)
-	l.Sim.AddVM("pve1", 4242, "hf-gone-claim", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000000"}, true)
+	l.Sim.AddVM("pve1", 4242, "hf-gone-claim", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000000", ourTag}, true)
 	l.Sim.AddVM("pve1", 4343, "prod-db", []string{"prod"}, true)
+	l.Sim.AddVM("pve1", 4444, "hf-before-installations", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000001"}, true)
 	sweptWithin(t, 30*time.Second, func() (bool, string) {
 		_, orphan := l.Sim.VM(4242)
 		return !orphan, "orphan 4242 still exists"
@@ -28,6 +34,13 @@ func TestSweeperDeletesOnlyOrphans(t *testing.T) {
 	if _, ok := l.Sim.VM(4343); !ok {
 		t.Fatal("the sweeper deleted a VM HyperFleet does not own")
 	}
+	if _, ok := l.Sim.VM(4444); !ok {
+		t.Fatal("the sweeper deleted a VM made before installations, which may be another installation's")
+	}
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		unmarked, _ := hypervisorlab.MetricValue(t, "hyperfleet_orphans_unmarked", map[string]string{"provider": "proxmox", "kind": "machine"})
+		return unmarked >= 1, fmt.Sprintf("hyperfleet_orphans_unmarked{kind=machine} = %v, want the unmarked VM counted", unmarked)
+	})
 }
 
 func TestKubeVirtSweeperDeletesOnlyOrphans(t *testing.T) {
@@ -38,6 +51,7 @@ func TestKubeVirtSweeperDeletesOnlyOrphans(t *testing.T) {
 		return &kubevirtv1.VirtualMachine{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
 				kubevirt.LabelManaged: "true", kubevirt.LabelOwnerKind: kind, kubevirt.LabelOwnerUID: "0badc0de-0000-4000-8000-000000000000",
+				kubevirt.LabelInstallation: hypervisorlab.Installation,
 			}},
 			Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: &halted, Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}},
 		}
@@ -60,7 +74,7 @@ func TestKubeVirtSweeperDeletesOnlyOrphans(t *testing.T) {
 func TestSweeperCountsWhatItDeletes(t *testing.T) {
 	l := hypervisorlab.Proxmox(t)
 	before, _ := hypervisorlab.MetricValue(t, "hyperfleet_orphans_deleted_total", map[string]string{"provider": "proxmox"})
-	l.Sim.AddVM("pve2", 5151, "hf-left-over", []string{"hyperfleet", "hf-owner-5ca1ab1e-0000-4000-8000-000000000000"}, false)
+	l.Sim.AddVM("pve2", 5151, "hf-left-over", []string{"hyperfleet", "hf-owner-5ca1ab1e-0000-4000-8000-000000000000", ourTag}, false)
 	sweptWithin(t, 30*time.Second, func() (bool, string) {
 		after, _ := hypervisorlab.MetricValue(t, "hyperfleet_orphans_deleted_total", map[string]string{"provider": "proxmox"})
 		return after >= before+1, fmt.Sprintf("hyperfleet_orphans_deleted_total %v → %v", before, after)

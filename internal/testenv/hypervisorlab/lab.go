@@ -67,16 +67,26 @@ func NewManager() (ctrl.Manager, error) {
 	})
 }
 
+// Installation is the installation id of the suites' registries: every
+// machine their providers make carries it (hf-inst-hf-lab on Proxmox).
+const Installation = "hf-lab"
+
 // NewRegistry is the provider registry of a suite, built as the operator
-// builds it: the one place the suites construct it.
+// builds it, for the installation Installation.
 func NewRegistry(mgr ctrl.Manager) *hypervisors.Registry {
+	return NewInstallationRegistry(mgr, Installation)
+}
+
+// NewInstallationRegistry is NewRegistry for another installation: the one
+// place the suites construct a registry.
+func NewInstallationRegistry(mgr ctrl.Manager, installation string) *hypervisors.Registry {
 	return &hypervisors.Registry{
 		Credentials: &credentials.Reader{Reader: mgr.GetAPIReader(), TTL: SecretTTL},
 		APIReader:   mgr.GetAPIReader(),
 		Factories: map[hypervisorv1alpha1.ProviderType]hypervisors.Factory{
-			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox,
+			hypervisorv1alpha1.ProviderProxmox: hypervisors.Proxmox(installation),
 			hypervisorv1alpha1.ProviderKubeVirt: hypervisors.KubeVirt(hypervisors.LocalCluster{
-				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
+				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Installation: installation,
 			}),
 		},
 	}
@@ -128,19 +138,7 @@ type Option func(*proxmoxsim.Options, *hypervisorv1alpha1.HypervisorCluster)
 func Proxmox(t *testing.T, opts ...Option) *Lab {
 	t.Helper()
 	simOpts := proxmoxsim.Options{ErrorLog: log.New(io.Discard, "", 0)}
-	cluster := &hypervisorv1alpha1.HypervisorCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "pve"},
-		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider:            hypervisorv1alpha1.ProviderProxmox,
-			CredentialsRef:      &meta.LocalObjectReference{Name: "pve-token"},
-			TLS:                 &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "pve-ca", Key: "ca.crt"}},
-			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
-			Proxmox: &hypervisorv1alpha1.ProxmoxClusterSpec{
-				DefaultBridge: "vmbr0", MaxConcurrentClonesPerNode: 4, MaxConcurrentClonesPerStorage: 4,
-				TaskTimeout: &metav1.Duration{Duration: time.Minute},
-			},
-		},
-	}
+	cluster := proxmoxCluster()
 	for _, o := range opts {
 		o(&simOpts, cluster)
 	}
@@ -153,6 +151,37 @@ func Proxmox(t *testing.T, opts ...Option) *Lab {
 		"scsi0": "local-lvm:base-9000-disk-0,size=10G", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
 		"ide2": "local-lvm:vm-9000-cloudinit,media=cdrom", "cores": "1", "memory": "1024", "boot": "order=scsi0;ide2;net0",
 	})
+	return proxmoxLab(t, sim, cluster)
+}
+
+// ProxmoxSharing makes another lab on other's simulator, in a fresh
+// namespace with its own Secrets, cluster "pve" and template "ubuntu": what
+// a second installation sharing one Proxmox has.
+func ProxmoxSharing(t *testing.T, other *Lab) *Lab {
+	t.Helper()
+	return proxmoxLab(t, other.Sim, proxmoxCluster())
+}
+
+func proxmoxCluster() *hypervisorv1alpha1.HypervisorCluster {
+	return &hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "pve"},
+		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider:            hypervisorv1alpha1.ProviderProxmox,
+			CredentialsRef:      &meta.LocalObjectReference{Name: "pve-token"},
+			TLS:                 &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "pve-ca", Key: "ca.crt"}},
+			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+			Proxmox: &hypervisorv1alpha1.ProxmoxClusterSpec{
+				DefaultBridge: "vmbr0", MaxConcurrentClonesPerNode: 4, MaxConcurrentClonesPerStorage: 4,
+				TaskTimeout: &metav1.Duration{Duration: time.Minute},
+			},
+		},
+	}
+}
+
+// proxmoxLab makes, in a fresh namespace, sim's token and CA Secrets, the
+// cluster and the template "ubuntu".
+func proxmoxLab(t *testing.T, sim *proxmoxsim.Server, cluster *hypervisorv1alpha1.HypervisorCluster) *Lab {
+	t.Helper()
 	l := &Lab{T: t, NS: testenv.Namespace(t), Sim: sim, C: testenv.Client()}
 	tokenID, secret := sim.APIToken()
 	l.Create(&corev1.Secret{

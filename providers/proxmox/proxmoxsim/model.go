@@ -310,6 +310,25 @@ func (s *Server) AddVolume(node, storage, content, filename string, size int64) 
 	si.addFile(content, filename, size)
 }
 
+// Volumes returns, sorted, the names of the file volumes of one content
+// type ("iso") on a storage as node sees it; nil for an unknown storage.
+func (s *Server) Volumes(node, storage, content string) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	si := s.storage(node, storage)
+	if si == nil {
+		return nil
+	}
+	var out []string
+	for _, f := range si.files {
+		if f.content == content {
+			out = append(out, strings.TrimPrefix(f.volname, content+"/"))
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 func (si *storageInst) addFile(content, filename string, size int64) *fileVol {
 	volname := content + "/" + filename
 	format := content
