@@ -8,9 +8,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 )
 
@@ -39,10 +43,13 @@ func runChaos(b *testing.B, cfg config) {
 	b.StopTimer()
 	fmt.Fprintf(os.Stderr, "chaos: seed %d (CHAOS_SEED=%d repeats its choices), %d kills, %d faults/min, %d CPUs\n",
 		cfg.seed, cfg.seed, cfg.kills, cfg.faultsPerMinute, runtime.NumCPU())
+	// The harness's own clients and kubevirtsim log nothing; the operator
+	// processes log to files.
+	ctrl.SetLogger(logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e := startEnv(b, ctx)
-	bin := buildOperator(b, ctx, e.dir)
+	bin := buildOperator(b, ctx, b.TempDir())
 	ops := startOperators(b, e, bin, cfg)
 	rep := &report{cfg: cfg, logs: ops.logDir}
 	led := newLedger()
@@ -60,6 +67,7 @@ func runChaos(b *testing.B, cfg config) {
 		rep.twins = led.twins()
 		rep.owners, rep.polls = led.counts()
 		rep.made, rep.deleted = work.counts()
+		rep.perCluster = work.perCluster()
 		rep.workloadErrors, rep.lastWorkloadErr = work.errorCount()
 		rep.processes, rep.unexpectedExits = ops.starts(), ops.unexpectedExits()
 		rep.total = time.Since(started)
@@ -83,6 +91,7 @@ func runChaos(b *testing.B, cfg config) {
 	rep.faultsUnused = inj.stop()
 	rep.faults, rep.faultKinds, rep.faultCounts = inj.summary()
 	rep.chaosTime = time.Since(started)
+	rep.standing = standing(ctx, e)
 
 	// The drain: every claim deleted, then the grace waited out.
 	if err := work.deleteAll(ctx); err != nil {
@@ -122,6 +131,28 @@ func claimNames(list *hypervisorv1alpha1.MachineClaimList) string {
 			return out + " …"
 		}
 		out += fmt.Sprintf(" %s(%s, finalizers %v)", mc.Name, mc.Status.Phase, mc.Finalizers)
+	}
+	return out
+}
+
+// standing groups the claims alive at the end of the chaos phase by
+// cluster, phase and Ready reason: where the workload stood when the kills
+// stopped.
+func standing(ctx context.Context, e *env) map[string]int {
+	list := &hypervisorv1alpha1.MachineClaimList{}
+	if err := e.c.List(ctx, list, client.InNamespace(workNamespace)); err != nil {
+		return map[string]int{"listing failed: " + err.Error(): 1}
+	}
+	out := map[string]int{}
+	for _, mc := range list.Items {
+		reason, msg := "-", ""
+		if c := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition); c != nil {
+			reason, msg = c.Reason, c.Message
+		}
+		if len(msg) > 160 {
+			msg = msg[:160] + "…"
+		}
+		out[fmt.Sprintf("%s %s %s: %s", mc.Spec.TemplateRef.Name, mc.Status.Phase, reason, msg)]++
 	}
 	return out
 }

@@ -57,7 +57,11 @@ type env struct {
 // both clusters and their templates; b.Cleanup tears it all down.
 func startEnv(b *testing.B, ctx context.Context) *env {
 	b.Helper()
-	dir := b.TempDir()
+	// Kept after the run: the operator logs are what a failure is read from.
+	dir, err := os.MkdirTemp("", "hyperfleet-chaos-")
+	if err != nil {
+		b.Fatal(err)
+	}
 	bins, err := controlplane.BinaryDir(ctx, os.Stderr)
 	if err != nil {
 		b.Fatal(err)
@@ -75,6 +79,8 @@ func startEnv(b *testing.B, ctx context.Context) *env {
 	if err := plane.WriteKubeconfig(e.kubeconfig); err != nil {
 		b.Fatal(err)
 	}
+	// The logs stay; the admin credentials go with the control plane.
+	b.Cleanup(func() { _ = os.Remove(e.kubeconfig) })
 	if e.c, err = client.New(plane.Config, client.Options{Scheme: scheme.New()}); err != nil {
 		b.Fatal(err)
 	}

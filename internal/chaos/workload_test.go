@@ -42,6 +42,10 @@ type workload struct {
 	known   map[string]types.UID
 	errors  int
 	lastErr string
+	// ready: claims seen Ready, per template.
+	ready map[string]map[string]bool
+	// madeBy: claims made, per template.
+	madeBy map[string]int
 }
 
 // plan is when one claim is deleted: at a fixed time (mid-create) or hold
@@ -55,7 +59,8 @@ type plan struct {
 func newWorkload(e *env, cfg config) *workload {
 	return &workload{e: e, rng: rand.New(rand.NewSource(cfg.seed + 1)), //nolint:gosec // a seeded, repeatable choice, not a secret
 		slots: map[string]int{pveTemplate: cfg.proxmoxSlots, kvTemplate: cfg.kubevirtSlots},
-		plans: map[string]plan{}, known: map[string]types.UID{}}
+		plans: map[string]plan{}, known: map[string]types.UID{},
+		ready: map[string]map[string]bool{pveTemplate: {}, kvTemplate: {}}, madeBy: map[string]int{}}
 }
 
 // run ticks until ctx ends.
@@ -88,6 +93,9 @@ func (w *workload) step(ctx context.Context) {
 	for i := range list.Items {
 		mc := &list.Items[i]
 		present[mc.Name] = true
+		if mc.Status.ReadyTime != nil && w.ready[mc.Spec.TemplateRef.Name] != nil {
+			w.ready[mc.Spec.TemplateRef.Name][mc.Name] = true
+		}
 		if !mc.DeletionTimestamp.IsZero() {
 			continue
 		}
@@ -157,6 +165,7 @@ func (w *workload) createLocked(ctx context.Context, tmpl string, now time.Time)
 	w.plans[name] = p
 	w.known[name] = mc.UID
 	w.made++
+	w.madeBy[tmpl]++
 }
 
 func (w *workload) fail(err error) {
@@ -175,6 +184,15 @@ func (w *workload) counts() (made, gone int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.made, w.gone
+}
+
+// perCluster says, per cluster, how many claims were made and how many
+// were seen Ready.
+func (w *workload) perCluster() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return fmt.Sprintf("Proxmox %d made, %d Ready; KubeVirt %d made, %d Ready",
+		w.madeBy[pveTemplate], len(w.ready[pveTemplate]), w.madeBy[kvTemplate], len(w.ready[kvTemplate]))
 }
 
 // errorCount is how many API calls of the workload failed, and the last error.

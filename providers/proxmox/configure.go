@@ -134,7 +134,13 @@ func (p *Provider) attachUserData(ctx context.Context, vm *proxmox.VirtualMachin
 		// Keep ide2 out of the boot order go-proxmox extends, so it is not listed twice.
 		cfg.Boot = withoutDevice(cfg.Boot, "ide2")
 		if strings.Contains(cfg.MergeDisks()["ide2"], "cloudinit") {
-			if err := vm.ConfigSync(ctx, proxmox.VirtualMachineOption{Name: "delete", Value: "ide2"}); err != nil {
+			// The boot order goes in the same update: Proxmox refuses one
+			// that names a device the update removes.
+			opts := []proxmox.VirtualMachineOption{{Name: "delete", Value: "ide2"}}
+			if cfg.Boot != "" {
+				opts = append(opts, proxmox.VirtualMachineOption{Name: "boot", Value: cfg.Boot})
+			}
+			if err := vm.ConfigSync(ctx, opts...); err != nil {
 				return classify(fmt.Sprintf("detaching Proxmox's cloud-init drive from VM %d", vmid), err)
 			}
 		}
