@@ -70,6 +70,10 @@ help: ## This help.
 bench: controlplane ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes).
 	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/bench/
 
+.PHONY: chaos
+chaos: controlplane ## Failover figures: two `hyperfleet run` processes, the leader SIGKILLed 50 times mid-create, mid-delete and mid-ISO upload, with simulator faults; fails on twins, orphans or leaks (5–10 minutes; CHAOS_SEED, CHAOS_KILLS, CHAOS_FAULTS_PER_MINUTE).
+	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench Chaos -benchtime 1x -timeout 60m ./internal/chaos/
+
 ##@ Delivery
 .PHONY: chart
 chart: ## Generate the Helm chart (charts/hyperfleet) and Argo CD's health checks (argocd/argocd-cm-patch.yaml) from kustomize/.
