@@ -57,7 +57,7 @@ type injector struct {
 }
 
 func newInjector(e *env, cfg config) *injector {
-	in := &injector{e: e, rng: rand.New(rand.NewSource(cfg.seed + 2)), //nolint:gosec // a seeded, repeatable choice, not a secret
+	in := &injector{e: e, rng: rand.New(rand.NewSource(cfg.seed + 2)),
 		injected: map[string]int{}, held: map[string]*time.Timer{}}
 	if cfg.faultsPerMinute > 0 {
 		in.every = time.Minute / time.Duration(cfg.faultsPerMinute)

@@ -137,10 +137,14 @@ func (e *env) isos(ctx context.Context) ([]string, error) {
 				Volid string `json:"volid"`
 			} `json:"data"`
 		}
+		if resp.StatusCode != http.StatusOK {
+			_ = resp.Body.Close()
+			return nil, fmt.Errorf("listing ISOs on %s: status %d", node, resp.StatusCode)
+		}
 		err = json.NewDecoder(resp.Body).Decode(&body)
 		_ = resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("listing ISOs on %s: status %d: %v", node, resp.StatusCode, err)
+		if err != nil {
+			return nil, fmt.Errorf("listing ISOs on %s: %w", node, err)
 		}
 		for _, v := range body.Data {
 			if userDataISO.MatchString(v.Volid) {

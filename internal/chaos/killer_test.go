@@ -59,7 +59,7 @@ type killer struct {
 }
 
 func newKiller(e *env, ops *operators, cfg config) *killer {
-	return &killer{e: e, ops: ops, cfg: cfg, rng: rand.New(rand.NewSource(cfg.seed))} //nolint:gosec // a seeded, repeatable choice, not a secret
+	return &killer{e: e, ops: ops, cfg: cfg, rng: rand.New(rand.NewSource(cfg.seed))}
 }
 
 // run kills the leader cfg.kills times and returns every kill point.

@@ -3,6 +3,7 @@ package chaos
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -123,7 +124,7 @@ func (o *operators) start(slot string) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(o.bin, o.args()...) //nolint:gosec // the binary this harness just built
+	cmd := exec.Command(o.bin, o.args()...)
 	cmd.Env = append(os.Environ(), "POD_NAME="+id)
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
@@ -170,7 +171,7 @@ func (r *replica) watchLog(from io.Reader, to io.Writer) {
 // ended restarts the slot, and records an exit the harness did not cause.
 func (o *operators) ended(slot string, r *replica, err error) {
 	killed := false
-	if ee, ok := err.(*exec.ExitError); ok {
+	if ee := (*exec.ExitError)(nil); errors.As(err, &ee) {
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGKILL {
 			killed = true
 		}

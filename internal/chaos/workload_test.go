@@ -57,7 +57,7 @@ type plan struct {
 }
 
 func newWorkload(e *env, cfg config) *workload {
-	return &workload{e: e, rng: rand.New(rand.NewSource(cfg.seed + 1)), //nolint:gosec // a seeded, repeatable choice, not a secret
+	return &workload{e: e, rng: rand.New(rand.NewSource(cfg.seed + 1)),
 		slots: map[string]int{pveTemplate: cfg.proxmoxSlots, kvTemplate: cfg.kubevirtSlots},
 		plans: map[string]plan{}, known: map[string]types.UID{},
 		ready: map[string]map[string]bool{pveTemplate: {}, kvTemplate: {}}, madeBy: map[string]int{}}
