@@ -74,6 +74,10 @@ bench: controlplane bench-memory ## Claims→Ready for 100 and 1000 MachineClaim
 bench-memory: controlplane ## The manager's RSS with 10,000 MachineClaims beside 10,000 unrelated Pods and ConfigMaps (MEMORY_CLAIMS, MEMORY_NOISE to change).
 	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench ManagerMemory -benchtime 1x -timeout 90m ./internal/bench/memory/
 
+.PHONY: chaos
+chaos: controlplane ## Failover figures: two `hyperfleet run` processes, the leader SIGKILLed 50 times mid-create, mid-delete and mid-ISO upload, with simulator faults; fails on twins, orphans or leaks (5–10 minutes; CHAOS_SEED, CHAOS_KILLS, CHAOS_FAULTS_PER_MINUTE).
+	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench Chaos -benchtime 1x -timeout 60m ./internal/chaos/
+
 ##@ Delivery
 .PHONY: chart
 chart: ## Generate the Helm chart (charts/hyperfleet) and Argo CD's health checks (argocd/argocd-cm-patch.yaml) from kustomize/.
