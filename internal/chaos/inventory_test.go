@@ -25,7 +25,10 @@ import (
 var (
 	pveOwnerTag  = regexp.MustCompile(`^hf-owner-([0-9a-f-]+)$`)
 	pveOwnerLine = regexp.MustCompile(`(?m)^hyperfleet-owner-uid: ([0-9a-fA-F-]+)\s*$`)
-	userDataISO  = regexp.MustCompile(`^` + isoStorage + `:iso/user-data-\d+\.iso$`)
+	// userDataISO matches the provider's ISO names, old and new
+	// (user-data-<vmid>.iso; hf-cloudinit-<installation>-<vmid>.iso): the
+	// harness makes no other ISO there.
+	userDataISO = regexp.MustCompile(`^` + isoStorage + `:iso/(user-data-\d+|hf-cloudinit-[a-z0-9-]+-\d+)\.iso$`)
 )
 
 // sightings is one snapshot of every machine on both hypervisors.
