@@ -19,17 +19,11 @@ import (
 // answers with a graceful shutdown of the instance. (The stop subresource
 // is served by virt-api; a runStrategy patch works with the plain API.)
 func (p *Provider) PowerOff(ctx context.Context, ref providers.MachineRef, owner providers.Owner) error {
-	key := types.NamespacedName{Namespace: p.namespace(ref), Name: ref.Name}
-	vm := &kubevirtv1.VirtualMachine{}
-	if err := p.cfg.Client.Get(ctx, key, vm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return apiError("reading VirtualMachine "+key.String(), err)
+	vm, err := p.ownedVM(ctx, p.cfg.Client, ref, owner)
+	if err != nil || vm == nil {
+		return err
 	}
-	if !p.owns(vm, owner) {
-		return fmt.Errorf("VirtualMachine %s: %w", key, providers.ErrNotOwned)
-	}
+	key := client.ObjectKeyFromObject(vm)
 	if runStrategy(vm) == kubevirtv1.RunStrategyHalted && vm.Spec.Running == nil {
 		return nil
 	}

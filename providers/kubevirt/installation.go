@@ -3,7 +3,6 @@ package kubevirt
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -26,16 +25,9 @@ var _ providers.InstallationMarker = (*Provider)(nil)
 // its cloud-init Secret, with this installation, once the caller knows its
 // owner is one of this installation's (the sweeper, Create).
 func (p *Provider) MarkInstallation(ctx context.Context, ref providers.MachineRef, owner providers.Owner) error {
-	key := types.NamespacedName{Namespace: p.namespace(ref), Name: ref.Name}
-	vm := &kubevirtv1.VirtualMachine{}
-	if err := p.cfg.Reader.Get(ctx, key, vm); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return apiError("reading VirtualMachine "+key.String(), err)
-	}
-	if !p.owns(vm, owner) {
-		return fmt.Errorf("VirtualMachine %s: %w", key, providers.ErrNotOwned)
+	vm, err := p.ownedVM(ctx, p.cfg.Reader, ref, owner)
+	if err != nil || vm == nil {
+		return err
 	}
 	return p.mark(ctx, vm)
 }

@@ -1,8 +1,13 @@
 package kubevirt
 
 import (
+	"context"
+	"fmt"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet/hyperfleet/providers"
@@ -66,4 +71,21 @@ func merge(dst map[string]string, srcs ...map[string]string) map[string]string {
 		}
 	}
 	return dst
+}
+
+// ownedVM reads ref's VirtualMachine through r: nil when it does not
+// exist, an error wrapping ErrNotOwned when it is not owner's.
+func (p *Provider) ownedVM(ctx context.Context, r client.Reader, ref providers.MachineRef, owner providers.Owner) (*kubevirtv1.VirtualMachine, error) {
+	key := types.NamespacedName{Namespace: p.namespace(ref), Name: ref.Name}
+	vm := &kubevirtv1.VirtualMachine{}
+	if err := r.Get(ctx, key, vm); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, apiError("reading VirtualMachine "+key.String(), err)
+	}
+	if !p.owns(vm, owner) {
+		return nil, fmt.Errorf("VirtualMachine %s: %w", key, providers.ErrNotOwned)
+	}
+	return vm, nil
 }
