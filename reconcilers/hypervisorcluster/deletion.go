@@ -15,6 +15,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -51,18 +52,35 @@ type deleting struct {
 	// cluster, sorted; pooled counts those of RunnerPools.
 	claims []string
 	pooled int
+	// orphans are the machines on the cluster whose claim is gone, which
+	// the orphan sweeper deletes after its grace, sorted.
+	orphans []string
 	// timeout is the deletion timeout, for the message.
 	timeout time.Duration
 }
 
+// empty reports whether nothing is left to wait for.
+func (d *deleting) empty() bool { return len(d.claims) == 0 && len(d.orphans) == 0 }
+
 func (d *deleting) describe() string {
-	names := d.claims
+	var parts []string
+	if len(d.claims) > 0 || len(d.orphans) == 0 {
+		parts = append(parts, fmt.Sprintf("%d MachineClaims (%d of RunnerPools): %s", len(d.claims), d.pooled, shown(d.claims)))
+	}
+	if len(d.orphans) > 0 {
+		parts = append(parts, fmt.Sprintf("%d machines whose MachineClaim is gone, for the orphan sweeper: %s", len(d.orphans), shown(d.orphans)))
+	}
+	return strings.Join(parts, "; ")
+}
+
+// shown names at most namesShown of names.
+func shown(names []string) string {
 	more := ""
 	if len(names) > namesShown {
 		more = fmt.Sprintf(" and %d more", len(names)-namesShown)
 		names = names[:namesShown]
 	}
-	return fmt.Sprintf("%d MachineClaims (%d of RunnerPools): %s%s", len(d.claims), d.pooled, strings.Join(names, ", "), more)
+	return strings.Join(names, ", ") + more
 }
 
 // finalize waits for the machines made through the cluster to be deleted,
@@ -80,11 +98,16 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (reconcile.Result, 
 	}
 	past := !s.now.Before(skeleton.DeletionDeadline(c, r.DeletionTimeout))
 	left, err := r.machinesLeft(ctx, c)
+	if err == nil && len(left.claims) == 0 {
+		// Only once no claim is left: a claim's own machine is not an
+		// orphan, and listing the hypervisor for each wait is not free.
+		left.orphans, err = r.orphansLeft(ctx, c)
+	}
 	if !past {
 		if err != nil {
 			return reconcile.Result{}, err
 		}
-		if len(left.claims) > 0 {
+		if !left.empty() {
 			s.deleting = left
 			return reconcile.Result{RequeueAfter: waitPoll}, nil
 		}
@@ -162,6 +185,39 @@ func (r *Reconciler) machinesLeft(ctx context.Context, c *hypervisorv1alpha1.Hyp
 	}
 	sort.Strings(d.claims)
 	return d, nil
+}
+
+// orphansLeft lists the machines on the cluster that the orphan sweeper
+// will delete: a claim released at its own finalization deadline (its
+// machine could not be deleted then) leaves one, and once the cluster is
+// gone nothing would ever reach it.
+func (r *Reconciler) orphansLeft(ctx context.Context, c *hypervisorv1alpha1.HypervisorCluster) ([]string, error) {
+	p, err := r.Hypervisors.For(ctx, c)
+	if err != nil {
+		return nil, fmt.Errorf("reaching the hypervisor to look for orphaned machines: %w", err)
+	}
+	machines, err := p.List(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("listing the machines on the hypervisor: %w", err)
+	}
+	// The cached list, read only: not copied (a metadata-only list would
+	// start a second informer for every claim).
+	var claims hypervisorv1alpha1.MachineClaimList
+	if err := r.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing MachineClaims: %w", err)
+	}
+	live := make(map[string]bool, len(claims.Items))
+	for _, mc := range claims.Items {
+		live[string(mc.UID)] = true
+	}
+	var out []string
+	for _, m := range machines {
+		if orphans.IsOrphan(m, live) {
+			out = append(out, m.Ref.String())
+		}
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // claimClusterDeleting is machineclaim.ReasonClusterDeleting: a claim that

@@ -146,6 +146,37 @@ func TestClusterReleasedAtItsDeadline(t *testing.T) {
 	})
 }
 
+// A claim released at its own finalization deadline leaves its machine
+// for the orphan sweeper, which reaches it only through the cluster: so a
+// deleting cluster also waits for this installation's orphans on it, naming
+// them, and is released once they are gone.
+func TestClusterWaitsForOrphansOnIt(t *testing.T) {
+	l := hypervisorlab.Proxmox(t)
+	l.Sim.AddVM("pve1", 4321, "hf-orphan", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000001", "hf-inst-" + hypervisorlab.Installation}, false)
+	// Another installation's machine and one made before installations are
+	// never swept by this one, so the cluster does not wait for them.
+	l.Sim.AddVM("pve1", 4322, "hf-other", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000002", "hf-inst-elsewhere"}, false)
+	l.Sim.AddVM("pve1", 4323, "hf-unmarked", []string{"hyperfleet", "hf-owner-0badc0de-0000-4000-8000-000000000003"}, false)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve", Namespace: l.NS}}
+	l.WaitReason(cluster, hypervisorcluster.ReasonConnected, 30*time.Second)
+	if err := l.C.Delete(ctx, cluster); err != nil {
+		t.Fatal(err)
+	}
+	l.WaitReason(cluster, hypervisorcluster.ReasonWaitingForMachines, 30*time.Second)
+	ready := hypervisorlab.ReadyCondition(cluster.Status.Conditions)
+	if !strings.Contains(ready.Message, "hf-orphan (VMID 4321)") || strings.Contains(ready.Message, "hf-other") || strings.Contains(ready.Message, "hf-unmarked") {
+		t.Fatalf("the waiting cluster's message names %q, want hf-orphan only", ready.Message)
+	}
+
+	// The sweeper's deletion, done here by hand through the Proxmox API.
+	pveAPI(t, l)(http.MethodDelete, "/nodes/pve1/qemu/4321", nil)
+	eventually.That(t, time.Minute, func() (bool, string) {
+		poke(l, &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}}) // wakes it before its 30 s poll
+		err := l.Get(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}})
+		return apierrors.IsNotFound(err), fmt.Sprintf("the cluster after its orphan went: %v", err)
+	})
+}
+
 // provisioned makes a user-data Secret and claims on template with it, and
 // waits for each to be Ready.
 func provisioned(l *hypervisorlab.Lab, template string, names ...string) []*hypervisorv1alpha1.MachineClaim {
@@ -311,6 +342,27 @@ func poke(l *hypervisorlab.Lab, obj client.Object) {
 // the lab's simulator, read through the Proxmox API as an admin would.
 func isos(t *testing.T, l *hypervisorlab.Lab) []string {
 	t.Helper()
+	api := pveAPI(t, l)
+	var nodes []struct {
+		Node string `json:"node"`
+	}
+	api(http.MethodGet, "/nodes", &nodes)
+	var out []string
+	for _, n := range nodes {
+		var content []struct {
+			VolID string `json:"volid"`
+		}
+		api(http.MethodGet, "/nodes/"+n.Node+"/storage/local/content?content=iso", &content)
+		for _, c := range content {
+			out = append(out, c.VolID)
+		}
+	}
+	return out
+}
+
+// pveAPI calls the lab simulator's Proxmox API as an admin would, with the
+// lab's token, decoding the answer's data into into (nil: dropped).
+func pveAPI(t *testing.T, l *hypervisorlab.Lab) func(method, path string, into any) {
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(l.Sim.CACertPEM())
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
@@ -319,9 +371,9 @@ func isos(t *testing.T, l *hypervisorlab.Lab) []string {
 	if !strings.HasSuffix(base, "/api2/json") {
 		base += "/api2/json"
 	}
-	get := func(path string, into any) {
+	return func(method, path string, into any) {
 		t.Helper()
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+		req, err := http.NewRequestWithContext(ctx, method, base+path, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -332,27 +384,12 @@ func isos(t *testing.T, l *hypervisorlab.Lab) []string {
 		}
 		defer func() { _ = res.Body.Close() }()
 		if res.StatusCode != http.StatusOK {
-			t.Fatalf("GET %s: %s", path, res.Status)
+			t.Fatalf("%s %s: %s", method, path, res.Status)
 		}
 		if err := json.NewDecoder(res.Body).Decode(&struct {
 			Data any `json:"data"`
 		}{Data: into}); err != nil {
-			t.Fatalf("GET %s: %v", path, err)
+			t.Fatalf("%s %s: %v", method, path, err)
 		}
 	}
-	var nodes []struct {
-		Node string `json:"node"`
-	}
-	get("/nodes", &nodes)
-	var out []string
-	for _, n := range nodes {
-		var content []struct {
-			VolID string `json:"volid"`
-		}
-		get("/nodes/"+n.Node+"/storage/local/content?content=iso", &content)
-		for _, c := range content {
-			out = append(out, c.VolID)
-		}
-	}
-	return out
 }

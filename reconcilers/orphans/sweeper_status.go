@@ -52,6 +52,12 @@ func judge(m providers.Machine, live map[string]bool) verdict {
 	return orphan
 }
 
+// IsOrphan reports whether the sweeper deletes m (after its grace): a
+// machine of this installation whose MachineClaim (a UID in live) is gone.
+// A deleting HypervisorCluster waits for these, since the sweeper can reach
+// them only while the cluster exists.
+func IsOrphan(m providers.Machine, live map[string]bool) bool { return judge(m, live) == orphan }
+
 // KindMachine is the kind label of unmarked machines in
 // hyperfleet_orphans_unmarked; leftovers use their provider's kind
 // ("cloudinit-iso", "cloudinit-secret").
