@@ -242,6 +242,9 @@ type HypervisorClusterStatus struct {
 type HypervisorCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec HypervisorClusterSpec `json:"spec"`

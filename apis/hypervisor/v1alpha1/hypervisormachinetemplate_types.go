@@ -420,6 +420,9 @@ type HypervisorMachineTemplateStatus struct {
 type HypervisorMachineTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec HypervisorMachineTemplateSpec `json:"spec"`
