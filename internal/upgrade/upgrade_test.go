@@ -3,11 +3,13 @@ package upgrade_test
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	eventsv1 "k8s.io/api/events/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -154,7 +156,31 @@ func TestUpgradeMeetsObjectsItCannotDecode(t *testing.T) {
 // kinds, until the test ends.
 func startOperator(t *testing.T) {
 	t.Helper()
-	ctrl.SetLogger(logr.Discard())
+	// The operator's errors, printed if the test fails.
+	var mu sync.Mutex
+	var logs []string
+	ctrl.SetLogger(funcr.New(func(prefix, args string) {
+		if !strings.Contains(args, "error") {
+			return
+		}
+		if len(args) > 500 {
+			args = args[:500]
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Contains(logs, args) {
+			logs = append(logs, args)
+		}
+	}, funcr.Options{}))
+	t.Cleanup(func() {
+		if t.Failed() {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, l := range logs {
+				t.Log(l)
+			}
+		}
+	})
 	mgr, err := manager.New(testenv.Config(), manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: hypervisorlab.OperatorNamespace,
 		ObserveInterval: time.Second, FinalizationTimeout: 30 * time.Second,

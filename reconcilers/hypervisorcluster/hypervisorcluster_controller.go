@@ -97,8 +97,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if stop, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, cluster); stop {
-		return ctrl.Result{}, err
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, cluster); stop {
+		return res, err
 	}
 	s := &scope{cluster: cluster, now: r.Clock.Now(), interval: healthCheckInterval(cluster)}
 	patch := skeleton.NewStatusPatch(r.Client, cluster)

@@ -61,8 +61,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, t); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if stop, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, t); stop {
-		return ctrl.Result{}, err
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, t); stop {
+		return res, err
 	}
 	s := &scope{template: t}
 	patch := skeleton.NewStatusPatch(r.Client, t)

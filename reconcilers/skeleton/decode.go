@@ -22,7 +22,9 @@ import (
 // never writes spec or metadata (no finalizer is added): it sets Stalled
 // (reason InvalidStoredSpec, each field and what to do in the message),
 // emits one Warning event when that message is new, and tells Reconcile to
-// return (stop true, with the error to return).
+// return (stop true, with the result and error to return: a terminal error
+// when the stall is new, nothing when it was already recorded, so a kind
+// whose reconciles are triggered by others' changes does not log it again).
 //
 // Deletion: an object being deleted whose failing fields are all in its
 // spec goes on through the kind's normal deletion path (stop false). That
@@ -32,10 +34,10 @@ import (
 // A failing status field is what the deletion path would need (the machine
 // it made), so then the object stays stalled, and the message says how to
 // release it.
-func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRecorder, obj Object) (stop bool, err error) {
+func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRecorder, obj Object) (stop bool, result ctrl.Result, err error) {
 	failures := decodeFailures(obj)
 	if len(failures) == 0 {
-		return false, nil
+		return false, ctrl.Result{}, nil
 	}
 	deleting := !obj.GetDeletionTimestamp().IsZero()
 	statusFailed := false
@@ -43,7 +45,7 @@ func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRec
 		statusFailed = statusFailed || f.Path == "status" || strings.HasPrefix(f.Path, "status.")
 	}
 	if deleting && !statusFailed {
-		return false, nil
+		return false, ctrl.Result{}, nil
 	}
 	message := UndecodableMessage(failures)
 	switch {
@@ -56,14 +58,17 @@ func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRec
 		message += "; fix the field or delete the object"
 	}
 	patch := NewStatusPatch(c, obj)
-	_, err = patch.Finalize(ctx, conditions.Summary{}, ctrl.Result{}, Stalled(meta.InvalidStoredSpecReason, message))
-	if patch.Concluded() {
-		_, before := conditions.ReadyMessage(patch.Before())
-		if reason, after := conditions.ReadyMessage(obj); after != before {
-			rec.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Decode", "%s", after)
-		}
+	result, err = patch.Finalize(ctx, conditions.Summary{}, ctrl.Result{}, Stalled(meta.InvalidStoredSpecReason, message))
+	if !patch.Concluded() {
+		return true, result, err
 	}
-	return true, err
+	_, before := conditions.ReadyMessage(patch.Before())
+	reason, after := conditions.ReadyMessage(obj)
+	if after == before {
+		return true, ctrl.Result{}, nil
+	}
+	rec.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Decode", "%s", after)
+	return true, result, err
 }
 
 // UndecodableMessage names each field that failed to decode, why, and what
