@@ -32,6 +32,10 @@ const (
 	SecretNotFoundReason = "SecretNotFound"
 	// DeletingReason: the object is being finalized.
 	DeletingReason = "Deleting"
+	// InvalidStoredSpecReason: the object as stored cannot be decoded (a
+	// value an older or looser schema accepted); the message names each
+	// field. Nothing is done for it until the field is fixed.
+	InvalidStoredSpecReason = "InvalidStoredSpec"
 )
 
 // +kubebuilder:object:generate=false

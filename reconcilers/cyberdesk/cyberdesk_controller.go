@@ -219,6 +219,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, desk); stop {
+		return res, err
+	}
 	if !desk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(desk, Finalizer) {
 		r.forgetCounts(string(desk.UID))
 	}

@@ -122,6 +122,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, e); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, e); stop {
+		return res, err
+	}
 	s := &scope{exec: e}
 	patch := skeleton.NewStatusPatch(r.Client, e)
 	defer func() {

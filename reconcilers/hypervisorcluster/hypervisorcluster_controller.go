@@ -122,6 +122,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, cluster); stop {
+		return res, err
+	}
 	s := &scope{cluster: cluster, now: r.Clock.Now(), interval: healthCheckInterval(cluster)}
 	patch := skeleton.NewStatusPatch(r.Client, cluster)
 	s.patch = patch

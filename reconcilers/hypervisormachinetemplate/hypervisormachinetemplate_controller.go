@@ -61,6 +61,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, t); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, t); stop {
+		return res, err
+	}
 	s := &scope{template: t}
 	patch := skeleton.NewStatusPatch(r.Client, t)
 	defer func() {

@@ -23,6 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // The default installation id (internal/manager) is the UID of the
@@ -61,6 +62,11 @@ type entry struct {
 // For returns the provider for cluster, building or rebuilding it as needed.
 // Errors are providers.PermanentError with a reason a user can act on.
 func (r *Registry) For(ctx context.Context, cluster *hypervisorv1alpha1.HypervisorCluster) (providers.Hypervisor, error) {
+	if err := skeleton.Undecodable(cluster); err != nil {
+		// Its undecodable fields were left zero: a provider built from it
+		// would talk to a hypervisor with settings nobody wrote.
+		return nil, providers.Permanent(meta.InvalidStoredSpecReason, err.Error(), nil)
+	}
 	factory, ok := r.Factories[cluster.Spec.Provider]
 	if !ok {
 		return nil, providers.Permanent("ProviderUnsupported", fmt.Sprintf("this operator build has no %q provider", cluster.Spec.Provider), nil)

@@ -152,6 +152,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, claim); stop {
+		return res, err
+	}
 	s := &scope{claim: claim, now: r.Clock.Now(), timeout: r.FinalizationTimeout}
 	s.patch = skeleton.NewStatusPatch(r.Client, claim)
 	from := claim.Status.Phase

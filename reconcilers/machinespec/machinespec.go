@@ -16,7 +16,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // DefaultTemplateKey is the ConfigMap key a VirtualMachine template is read
@@ -29,6 +31,11 @@ const DefaultTemplateKey = "template.yaml"
 // KubeVirt template held in a ConfigMap, read through reader (uncached, so
 // an edit reaches the very next machine).
 func Resolve(ctx context.Context, reader client.Reader, t *hypervisorv1alpha1.HypervisorMachineTemplate, claim *hypervisorv1alpha1.MachineClaim) (providers.MachineSpec, error) {
+	if err := skeleton.Undecodable(t); err != nil {
+		// Its undecodable fields were left zero: a machine made from it
+		// would not be the machine anybody asked for.
+		return providers.MachineSpec{}, providers.Permanent(meta.InvalidStoredSpecReason, err.Error(), nil)
+	}
 	s := FromTemplate(t, claim)
 	kv := t.Spec.KubeVirt
 	if kv == nil {

@@ -156,6 +156,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, perf); stop {
+		return res, err
+	}
 	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
 	patch := skeleton.NewStatusPatch(r.Client, perf)
 	defer func() {

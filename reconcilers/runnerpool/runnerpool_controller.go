@@ -187,6 +187,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
+	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, pool); stop {
+		return res, err
+	}
 	s := &scope{pool: pool, key: req.NamespacedName, now: r.Clock.Now(), mem: r.memory(req.NamespacedName)}
 	patch := skeleton.NewStatusPatch(r.Client, pool)
 	s.patch = patch

@@ -2,6 +2,8 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
 // CyberdeskPhase is the desktop's one-word state.
@@ -93,6 +95,9 @@ type CyberdeskStatus struct {
 type Cyberdesk struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +optional
 	Spec CyberdeskSpec `json:"spec,omitempty"`

@@ -16,6 +16,7 @@ func (in *Cyberdesk) DeepCopyInto(out *Cyberdesk) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	out.Spec = in.Spec
 	in.Status.DeepCopyInto(&out.Status)
 }

@@ -145,6 +145,9 @@ type HourglassExecutorStatus struct {
 type HourglassExecutor struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec HourglassExecutorSpec `json:"spec"`

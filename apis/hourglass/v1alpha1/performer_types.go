@@ -3,6 +3,8 @@ package v1alpha1
 import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
 // PerformerPhase is the performer's one-word state.
@@ -165,6 +167,9 @@ type PerformerStatus struct {
 type Performer struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec PerformerSpec `json:"spec"`

@@ -54,6 +54,7 @@ func (in *HourglassExecutor) DeepCopyInto(out *HourglassExecutor) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	in.Spec.DeepCopyInto(&out.Spec)
 	in.Status.DeepCopyInto(&out.Status)
 }
@@ -200,6 +201,7 @@ func (in *Performer) DeepCopyInto(out *Performer) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	in.Spec.DeepCopyInto(&out.Spec)
 	in.Status.DeepCopyInto(&out.Status)
 }

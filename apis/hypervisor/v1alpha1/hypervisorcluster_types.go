@@ -66,7 +66,7 @@ type HypervisorClusterSpec struct {
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('24h')",message="spec.healthCheckInterval must be a duration between 1s and 24h, e.g. 5m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1s') && duration(self) <= duration('24h'))",message="spec.healthCheckInterval must be a duration between 1s and 24h, e.g. 5m"
 	// +optional
 	HealthCheckInterval *metav1.Duration `json:"healthCheckInterval,omitempty"`
 }
@@ -152,7 +152,7 @@ type ProxmoxClusterSpec struct {
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('24h')",message="spec.proxmox.taskTimeout must be a duration between 10s and 24h, e.g. 10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="spec.proxmox.taskTimeout must be a duration between 10s and 24h, e.g. 10m"
 	// +optional
 	TaskTimeout *metav1.Duration `json:"taskTimeout,omitempty"`
 }
@@ -242,6 +242,9 @@ type HypervisorClusterStatus struct {
 type HypervisorCluster struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec HypervisorClusterSpec `json:"spec"`

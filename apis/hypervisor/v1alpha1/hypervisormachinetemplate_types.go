@@ -69,14 +69,14 @@ type MachineResources struct {
 	CPUSockets int32 `json:"cpuSockets,omitempty"`
 	// Memory, e.g. 4Gi. At least 128Mi, at most 16Ti (beyond what either
 	// hypervisor gives one VM).
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="spec.resources.memory must be at least 128Mi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('16Ti')) <= 0",message="spec.resources.memory must be at most 16Ti"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('128Mi')) >= 0",message="spec.resources.memory must be at least 128Mi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('16Ti')) <= 0",message="spec.resources.memory must be at most 16Ti"
 	// +optional
 	Memory *resource.Quantity `json:"memory,omitempty"`
 	// DiskSize of the boot disk, e.g. 40Gi. The disk is grown to this size
 	// after cloning; it is never shrunk. At least 1Gi, at most 1Pi.
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="spec.resources.diskSize must be at least 1Gi"
-	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('1Pi')) <= 0",message="spec.resources.diskSize must be at most 1Pi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Gi')) >= 0",message="spec.resources.diskSize must be at least 1Gi"
+	// +kubebuilder:validation:XValidation:rule="isQuantity(string(self)) && quantity(string(self)).compareTo(quantity('1Pi')) <= 0",message="spec.resources.diskSize must be at most 1Pi"
 	// +optional
 	DiskSize *resource.Quantity `json:"diskSize,omitempty"`
 }
@@ -233,7 +233,7 @@ type GitHubRunnerWorkload struct {
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('10m')",message="spec.workload.githubRunner.httpTimeout must be a duration between 1s and 10m, e.g. 30s"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1s') && duration(self) <= duration('10m'))",message="spec.workload.githubRunner.httpTimeout must be a duration between 1s and 10m, e.g. 30s"
 	// +optional
 	HTTPTimeout *metav1.Duration `json:"httpTimeout,omitempty"`
 }
@@ -283,7 +283,7 @@ type SPIREConfig struct {
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="spec.attestation.spire.tokenTTL must be a duration between 1m and 24h, e.g. 10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1m') && duration(self) <= duration('24h'))",message="spec.attestation.spire.tokenTTL must be a duration between 1m and 24h, e.g. 10m"
 	// +optional
 	TokenTTL *metav1.Duration `json:"tokenTTL,omitempty"`
 	// TrustBundleRef names a ConfigMap or Secret key with the SPIRE trust bundle.
@@ -420,6 +420,9 @@ type HypervisorMachineTemplateStatus struct {
 type HypervisorMachineTemplate struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec HypervisorMachineTemplateSpec `json:"spec"`

@@ -10,7 +10,13 @@ import (
 // Go's time.ParseDuration reads, without a sign (no d or w units, no "-1h"),
 // so a value the operator's decoder would fail on is refused when written
 // instead of breaking the informer's list for every object of the kind. A
-// CEL rule beside it gives the bounds the feature needs. The Type=string
+// CEL rule beside it gives the bounds the feature needs; it checks the
+// Pattern first (self.matches(...) && ...), so a value stored before the
+// Pattern existed makes it false, not a runtime error: the API server runs
+// these rules on status writes too, and ratchets a false rule on an
+// unchanged value but not an error, so an error would refuse every status
+// write to the object, even the condition that says what is wrong with it
+// (Quantity rules check isQuantity first for the same reason). The Type=string
 // marker is there because controller-gen applies field markers before it
 // knows metav1.Duration is a string, and refuses a Pattern on an untyped
 // field.
@@ -51,7 +57,7 @@ type MachineClaimSpec struct {
 	// write 72h.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1s') && duration(self) <= duration('8760h')",message="spec.timeout must be a duration between 1s and 8760h (365 days), e.g. 72h for three days"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1s') && duration(self) <= duration('8760h'))",message="spec.timeout must be a duration between 1s and 8760h (365 days), e.g. 72h for three days"
 	// +optional
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 
@@ -60,7 +66,7 @@ type MachineClaimSpec struct {
 	// shorter cap ends the claim before any machine can be Ready.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('8760h')",message="spec.maxLifetime must be a duration between 1m and 8760h (365 days), e.g. 72h for three days"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1m') && duration(self) <= duration('8760h'))",message="spec.maxLifetime must be a duration between 1m and 8760h (365 days), e.g. 72h for three days"
 	// +optional
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
@@ -71,7 +77,7 @@ type MachineClaimSpec struct {
 	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('24h')",message="spec.provisioningTimeout must be a duration between 1m and 24h, e.g. 15m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1m') && duration(self) <= duration('24h'))",message="spec.provisioningTimeout must be a duration between 1m and 24h, e.g. 15m"
 	// +optional
 	ProvisioningTimeout *metav1.Duration `json:"provisioningTimeout,omitempty"`
 
@@ -182,6 +188,9 @@ type MachineClaimStatus struct {
 type MachineClaim struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec MachineClaimSpec `json:"spec"`

@@ -75,7 +75,7 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('168h')",message="spec.idleTTL must be a duration between 0s and 168h (7 days), e.g. 10m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('0s') && duration(self) <= duration('168h'))",message="spec.idleTTL must be a duration between 0s and 168h (7 days), e.g. 10m"
 	// +optional
 	IdleTTL *metav1.Duration `json:"idleTTL,omitempty"`
 
@@ -85,7 +85,7 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:default="24h"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m') && duration(self) <= duration('8760h')",message="spec.maxLifetime must be a duration between 1m and 8760h (365 days), e.g. 24h"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1m') && duration(self) <= duration('8760h'))",message="spec.maxLifetime must be a duration between 1m and 8760h (365 days), e.g. 24h"
 	// +optional
 	MaxLifetime *metav1.Duration `json:"maxLifetime,omitempty"`
 
@@ -97,7 +97,7 @@ type RunnerPoolSpec struct {
 	// +kubebuilder:default="15m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('30s') && duration(self) <= duration('24h')",message="spec.registrationTimeout must be a duration between 30s and 24h, e.g. 15m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('30s') && duration(self) <= duration('24h'))",message="spec.registrationTimeout must be a duration between 30s and 24h, e.g. 15m"
 	// +optional
 	RegistrationTimeout *metav1.Duration `json:"registrationTimeout,omitempty"`
 
@@ -156,7 +156,7 @@ type WebhookScaling struct {
 	// +kubebuilder:default="1m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
-	// +kubebuilder:validation:XValidation:rule="duration(self) == duration('0s') || (duration(self) >= duration('10s') && duration(self) <= duration('24h'))",message="spec.webhookScaling.pollInterval must be 0s (off) or a duration between 10s and 24h, e.g. 1m"
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) == duration('0s') || (duration(self) >= duration('10s') && duration(self) <= duration('24h')))",message="spec.webhookScaling.pollInterval must be 0s (off) or a duration between 10s and 24h, e.g. 1m"
 	// +optional
 	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
 }
@@ -222,6 +222,9 @@ type RunnerPoolStatus struct {
 type RunnerPool struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
+	// Undecoded lists the fields this object's last decode left zero
+	// (see decode.go); never serialized.
+	meta.Undecoded `json:"-"`
 
 	// +required
 	Spec RunnerPoolSpec `json:"spec"`

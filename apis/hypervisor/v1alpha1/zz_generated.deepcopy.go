@@ -143,6 +143,7 @@ func (in *HypervisorCluster) DeepCopyInto(out *HypervisorCluster) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	in.Spec.DeepCopyInto(&out.Spec)
 	in.Status.DeepCopyInto(&out.Status)
 }
@@ -273,6 +274,7 @@ func (in *HypervisorMachineTemplate) DeepCopyInto(out *HypervisorMachineTemplate
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	in.Spec.DeepCopyInto(&out.Spec)
 	in.Status.DeepCopyInto(&out.Status)
 }
@@ -492,6 +494,7 @@ func (in *MachineClaim) DeepCopyInto(out *MachineClaim) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	in.Spec.DeepCopyInto(&out.Spec)
 	in.Status.DeepCopyInto(&out.Status)
 }
@@ -782,6 +785,7 @@ func (in *RunnerPool) DeepCopyInto(out *RunnerPool) {
 	*out = *in
 	out.TypeMeta = in.TypeMeta
 	in.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
+	in.Undecoded.DeepCopyInto(&out.Undecoded)
 	in.Spec.DeepCopyInto(&out.Spec)
 	in.Status.DeepCopyInto(&out.Status)
 }
