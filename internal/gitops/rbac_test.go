@@ -65,6 +65,10 @@ func TestRBACGrantsWhatIsNeeded(t *testing.T) {
 		{verb: "get", resource: "secrets", namespace: "desks", allowed: true},
 		{verb: "list", resource: "secrets", namespace: "desks", allowed: false},
 		{verb: "watch", resource: "secrets", allowed: false},
+		// A cluster's finalizer and held-Secrets annotation are merge patches.
+		{verb: "patch", group: "hypervisor.hyperfleet.io", resource: "hypervisorclusters", allowed: true},
+		// The default installation id is the operator namespace's UID.
+		{verb: "get", resource: "namespaces", allowed: true},
 		// Not more.
 		{verb: "update", group: "hypervisor.hyperfleet.io", resource: "hypervisorclusters", allowed: false},
 		{verb: "delete", resource: "namespaces", allowed: false},

@@ -74,7 +74,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) erro
 		return err
 	}
 	log := mgr.GetLogger().WithName("cyberdesk")
-	served, err := kubeVirtServed(mgr)
+	served, err := kubeVirtServed(mgr.GetRESTMapper())
 	if err != nil {
 		return err
 	}
@@ -103,9 +103,11 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) erro
 	return r.SetupWithManager(mgr)
 }
 
-func kubeVirtServed(mgr ctrl.Manager) (bool, error) {
+// kubeVirtServed reports whether the API server serves KubeVirt's
+// VirtualMachineInstances (and so its VirtualMachines).
+func kubeVirtServed(mapper apimeta.RESTMapper) (bool, error) {
 	gvk := kubevirtv1.SchemeGroupVersion.WithKind("VirtualMachineInstance")
-	_, err := mgr.GetRESTMapper().RESTMapping(gvk.GroupKind(), gvk.Version)
+	_, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 	switch {
 	case err == nil:
 		return true, nil

@@ -17,6 +17,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -28,7 +29,7 @@ import (
 
 // New builds a manager from a completed Options.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
-	cacheOpts, err := CacheOptions(o)
+	cacheOpts, err := CacheOptionsFor(cfg, o)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +107,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // reconcilers never read them, and an update sent without them keeps the
 // server's. VirtualMachines and their instances also drop what the
 // provider never reads from the cache (slimVirtualMachine, slimInstance).
-func CacheOptions(o Options) (cache.Options, error) {
+func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 	credentials, err := labels.NewRequirement(meta.CredentialsLabel, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
@@ -119,14 +120,16 @@ func CacheOptions(o Options) (cache.Options, error) {
 				Label:      labels.NewSelector().Add(*credentials),
 				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
 			},
-			&corev1.Pod{}:                        {Label: managed},
-			&corev1.Service{}:                    {Label: managed},
-			&corev1.ConfigMap{}:                  {Label: managed},
-			&appsv1.Deployment{}:                 {Label: managed},
-			&kubevirtv1.VirtualMachine{}:         {Label: machines, Transform: slimVirtualMachine},
-			&kubevirtv1.VirtualMachineInstance{}: {Label: machines, Transform: slimInstance},
+			&corev1.Pod{}:        {Label: managed},
+			&corev1.Service{}:    {Label: managed},
+			&corev1.ConfigMap{}:  {Label: managed},
+			&appsv1.Deployment{}: {Label: managed},
 		},
 		DefaultTransform: cache.TransformStripManagedFields(),
+	}
+	if kubeVirtServed {
+		opts.ByObject[&kubevirtv1.VirtualMachine{}] = cache.ByObject{Label: machines, Transform: slimVirtualMachine}
+		opts.ByObject[&kubevirtv1.VirtualMachineInstance{}] = cache.ByObject{Label: machines, Transform: slimInstance}
 	}
 	if len(o.Namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}
@@ -135,6 +138,27 @@ func CacheOptions(o Options) (cache.Options, error) {
 		}
 	}
 	return opts, nil
+}
+
+// CacheOptionsFor is CacheOptions for the cluster cfg reaches: the cache's
+// rules for a kind need the kind to be served when the manager is built, so
+// the KubeVirt rules apply only where KubeVirt's API is installed. (Where it
+// is installed after the operator started, VMs are cached unfiltered until
+// the next restart.)
+func CacheOptionsFor(cfg *rest.Config, o Options) (cache.Options, error) {
+	httpClient, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	mapper, err := apiutil.NewDynamicRESTMapper(cfg, httpClient)
+	if err != nil {
+		return cache.Options{}, fmt.Errorf("building a REST mapper: %w", err)
+	}
+	served, err := kubeVirtServed(mapper)
+	if err != nil {
+		return cache.Options{}, err
+	}
+	return CacheOptions(o, served)
 }
 
 func leaseLock(cfg *rest.Config, o Options) (resourcelock.Interface, error) {

@@ -15,7 +15,7 @@ import (
 // the credentials label in the operator's namespace. (The performer and
 // executor suites show the cache built from these rules at work.)
 func TestCacheOptions(t *testing.T) {
-	o, err := CacheOptions(Options{OperatorNamespace: "hyperfleet-system", Namespaces: []string{"team-a"}})
+	o, err := CacheOptions(Options{OperatorNamespace: "hyperfleet-system", Namespaces: []string{"team-a"}}, false)
 	if err != nil {
 		t.Fatal(err)
 	}

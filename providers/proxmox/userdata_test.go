@@ -29,7 +29,7 @@ func TestUserDataReplacesACloudInitDriveInTheBootOrder(t *testing.T) {
 		"ide2": "local-lvm:vm-9000-cloudinit,media=cdrom", "boot": "order=scsi0;ide2;net0",
 	})
 	id, secret := sim.APIToken()
-	p, err := New(Config{Endpoint: sim.URL(), TokenID: id, TokenSecret: secret, CAPEM: sim.CACertPEM(), RequestTimeout: 5 * time.Second})
+	p, err := New(Config{Endpoint: sim.URL(), TokenID: id, TokenSecret: secret, CAPEM: sim.CACertPEM(), RequestTimeout: 5 * time.Second, Installation: "test"})
 	if err != nil {
 		t.Fatal(err)
 	}

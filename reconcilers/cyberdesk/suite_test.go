@@ -119,7 +119,7 @@ func startManager() error {
 	skipNameValidation := true
 	// The operator's cache rules: the template ConfigMap carries no
 	// managed-by label, so only a read past the cache finds it.
-	cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: operatorNamespace})
+	cacheOpts, err := manager.CacheOptionsFor(testenv.Config(), manager.Options{OperatorNamespace: operatorNamespace})
 	if err != nil {
 		return err
 	}

@@ -36,7 +36,7 @@ func TestMain(m *testing.M) {
 		ctrl.SetLogger(logr.Discard())
 		// The operator's cache rules: a read the label-selected cache
 		// cannot answer fails here as it would in production.
-		cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: "hyperfleet-system"})
+		cacheOpts, err := manager.CacheOptionsFor(testenv.Config(), manager.Options{OperatorNamespace: "hyperfleet-system"})
 		if err != nil {
 			return nil, err
 		}

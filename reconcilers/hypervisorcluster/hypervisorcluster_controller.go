@@ -50,7 +50,7 @@ type Reconciler struct {
 	RetryCap time.Duration
 }
 
-// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters/finalizers,verbs=update
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisormachinetemplates,verbs=get;list;watch

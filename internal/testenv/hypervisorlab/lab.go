@@ -55,7 +55,7 @@ const SecretTTL = 100 * time.Millisecond
 // Deployments and ConfigMaps only with the managed-by label), no metrics or
 // probe listeners and no leader election.
 func NewManager() (ctrl.Manager, error) {
-	cacheOpts, err := manager.CacheOptions(manager.Options{OperatorNamespace: OperatorNamespace})
+	cacheOpts, err := manager.CacheOptionsFor(testenv.Config(), manager.Options{OperatorNamespace: OperatorNamespace})
 	if err != nil {
 		return nil, err
 	}
