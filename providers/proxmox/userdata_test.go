@@ -49,7 +49,7 @@ func TestUserDataReplacesACloudInitDriveInTheBootOrder(t *testing.T) {
 	if !ok {
 		t.Fatal("VM 4242 is gone")
 	}
-	if want := fmt.Sprintf("local:iso/user-data-%d.iso,media=cdrom", 4242); vm.Config["ide2"] != want {
+	if want := fmt.Sprintf("local:iso/hf-cloudinit-test-%d.iso,media=cdrom", 4242); vm.Config["ide2"] != want {
 		t.Errorf("ide2 = %q, want %q", vm.Config["ide2"], want)
 	}
 	if boot := vm.Config["boot"]; strings.Count(boot, "ide2") != 1 {
