@@ -17,7 +17,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -52,21 +51,7 @@ func TestGitOpsPruneOnProxmoxLeavesNothing(t *testing.T) {
 // credentials Secret: no VirtualMachine and no cloud-init Secret is left.
 func TestGitOpsPruneOnKubeVirtLeavesNothing(t *testing.T) {
 	l := hypervisorlab.KubeVirt(t)
-	l.KubeconfigSecret("remote-kubeconfig")
-	l.Create(&hypervisorv1alpha1.HypervisorCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote"},
-		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: "remote-kubeconfig"},
-			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
-		},
-	})
-	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote"},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "remote"},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(hypervisorlab.KubeVirtVM)}},
-		},
-	})
+	l.RemoteKubeVirt("remote", "remote")
 	claims := provisioned(l, "remote", "a", "b")
 	for _, mc := range claims {
 		if err := l.Get(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: mc.Status.MachineName + "-cloudinit"}}); err != nil {

@@ -11,7 +11,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -209,21 +208,7 @@ func TestKubeVirtFiftyClaimsAtOnce(t *testing.T) {
 // hypervisorcluster.)
 func TestKubeVirtClaimOnRemoteClusterThroughKubeconfig(t *testing.T) {
 	l := newKubeVirtLab(t)
-	l.KubeconfigSecret("remote-kubeconfig")
-	l.Create(&hypervisorv1alpha1.HypervisorCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "kv-remote"},
-		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: "remote-kubeconfig"},
-			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
-		},
-	})
-	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "remote-ubuntu"},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "kv-remote"},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(hypervisorlab.KubeVirtVM)}},
-		},
-	})
+	l.RemoteKubeVirt("kv-remote", "remote-ubuntu")
 	l.claim("remote-box", func(mc *hypervisorv1alpha1.MachineClaim) { mc.Spec.TemplateRef.Name = "remote-ubuntu" })
 	mc := l.waitPhase("remote-box", hypervisorv1alpha1.MachineReady, time.Minute)
 	if _, err := l.VM(mc.Status.MachineName); err != nil {

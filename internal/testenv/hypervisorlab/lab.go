@@ -256,6 +256,30 @@ func (l *Lab) UpdateToken(secret string) {
 	}
 }
 
+// RemoteKubeVirt makes the HypervisorCluster cluster, reaching this API
+// server as a remote KubeVirt through a kubeconfig in its credentials
+// Secret "<cluster>-kubeconfig" (KubeconfigSecret), checked every second,
+// and the template template on it (KubeVirtVM).
+func (l *Lab) RemoteKubeVirt(cluster, template string) {
+	l.T.Helper()
+	secret := cluster + "-kubeconfig"
+	l.KubeconfigSecret(secret)
+	l.Create(&hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: cluster},
+		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: secret},
+			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+		},
+	})
+	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: template},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: cluster},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(KubeVirtVM)}},
+		},
+	})
+}
+
 // KubeconfigSecret makes the credentials Secret name, holding under
 // "kubeconfig" a kubeconfig for this API server addressed as a remote
 // cluster would be: so a test reaches a "remote" KubeVirt without a second
