@@ -16,6 +16,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
 // drainBound is how long the final deletion of every claim may take.
@@ -49,7 +50,10 @@ func runChaos(b *testing.B, cfg config) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	e := startEnv(b, ctx)
-	bin := buildOperator(b, ctx, b.TempDir())
+	bin, err := testenv.BuildOperator(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
 	ops := startOperators(b, e, bin, cfg)
 	rep := &report{cfg: cfg, logs: ops.logDir}
 	led := newLedger()

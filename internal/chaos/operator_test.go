@@ -17,8 +17,6 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 )
 
 // leaseName is the operator's default --leader-election-id.
@@ -27,23 +25,6 @@ const leaseName = "hyperfleet-leader"
 // controllers are the reconcilers MachineClaims need; the others would
 // only add load to a shared 2-core machine.
 const controllers = "hypervisorcluster,hypervisormachinetemplate,machineclaim,orphans"
-
-// buildOperator builds the real hyperfleet binary once, as `make build` does.
-func buildOperator(b *testing.B, ctx context.Context, dir string) string {
-	b.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(dir, "hyperfleet")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/hyperfleet")
-	cmd.Dir = root
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("building ./cmd/hyperfleet: %v\n%s", err, out)
-	}
-	return bin
-}
 
 // replica is one incarnation of one of the two operator processes. Each
 // incarnation has its own identity (slot and restart count), so a Lease

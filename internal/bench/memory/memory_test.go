@@ -83,7 +83,11 @@ func managerMemory(b *testing.B, claims, noise int) {
 	b.Cleanup(kv.Stop)
 	pve := startProxmox(b)
 
-	op := startOperator(b, buildOperator(b))
+	bin, err := testenv.BuildOperator(ctx, b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	op := startOperator(b, bin)
 	ns := testenv.Namespace(b)
 	createClusters(b, c, ns, pve)
 	waitReady(b, op, ns, 2*time.Minute, &hypervisorv1alpha1.HypervisorMachineTemplateList{}, 2)

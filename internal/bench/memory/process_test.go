@@ -17,7 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
@@ -33,22 +32,6 @@ type operator struct {
 	peak     int64 // highest VmRSS sampled, bytes
 	samples  int
 	sampling chan struct{}
-}
-
-// buildOperator compiles cmd/hyperfleet into the test's temporary directory.
-func buildOperator(b *testing.B) string {
-	b.Helper()
-	root, err := controlplane.RepoRoot()
-	if err != nil {
-		b.Fatal(err)
-	}
-	bin := filepath.Join(b.TempDir(), "hyperfleet")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/hyperfleet")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		b.Fatalf("building cmd/hyperfleet: %v\n%s", err, out)
-	}
-	return bin
 }
 
 // startOperator runs `hyperfleet run` with the production defaults of every
