@@ -25,12 +25,32 @@ func slimVirtualMachine(obj any) (any, error) {
 	return obj, nil
 }
 
-// slimInstance drops a cached VirtualMachineInstance's spec and
-// managedFields.
+// slimInstance drops a cached VirtualMachineInstance's spec, its
+// managedFields and every part of its status the provider does not read
+// (state.go reads the phase, its reason, the node, the conditions and the
+// interfaces' addresses). Real KubeVirt fills the rest richly: volume and
+// migration state, guest OS details, phase transition times, the launcher
+// image, the active pods.
 func slimInstance(obj any) (any, error) {
 	if vmi, ok := obj.(*kubevirtv1.VirtualMachineInstance); ok {
 		vmi.ManagedFields = nil
 		vmi.Spec = kubevirtv1.VirtualMachineInstanceSpec{}
+		s := vmi.Status
+		vmi.Status = kubevirtv1.VirtualMachineInstanceStatus{
+			Phase: s.Phase, Reason: s.Reason, NodeName: s.NodeName,
+			Conditions: s.Conditions, Interfaces: s.Interfaces,
+		}
 	}
 	return obj, nil
+}
+
+// then runs a second transform after the first, as one informer transform.
+func then(first, second func(any) (any, error)) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		obj, err := first(obj)
+		if err != nil {
+			return nil, err
+		}
+		return second(obj)
+	}
 }

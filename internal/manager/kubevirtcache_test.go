@@ -36,8 +36,15 @@ func TestKubeVirtCacheRules(t *testing.T) {
 		Status:     kubevirtv1.VirtualMachineStatus{Ready: true},
 	}
 	vmi := &kubevirtv1.VirtualMachineInstance{
-		Spec:   kubevirtv1.VirtualMachineInstanceSpec{Hostname: "h"},
-		Status: kubevirtv1.VirtualMachineInstanceStatus{Phase: kubevirtv1.Running, NodeName: "n1"},
+		Spec: kubevirtv1.VirtualMachineInstanceSpec{Hostname: "h"},
+		Status: kubevirtv1.VirtualMachineInstanceStatus{
+			Phase: kubevirtv1.Running, NodeName: "n1",
+			Interfaces:                    []kubevirtv1.VirtualMachineInstanceNetworkInterface{{Name: "default", IP: "10.0.0.7"}},
+			Conditions:                    []kubevirtv1.VirtualMachineInstanceCondition{{Type: kubevirtv1.VirtualMachineInstanceReady, Status: "True"}},
+			LauncherContainerImageVersion: "quay.io/kubevirt/virt-launcher:v1.6.0",
+			GuestOSInfo:                   kubevirtv1.VirtualMachineInstanceGuestOSInfo{Name: "Ubuntu"},
+			VolumeStatus:                  []kubevirtv1.VolumeStatus{{Name: "rootdisk"}},
+		},
 	}
 	found := 0
 	for obj, by := range with.ByObject {
@@ -57,8 +64,13 @@ func TestKubeVirtCacheRules(t *testing.T) {
 			if _, err := by.Transform(vmi); err != nil {
 				t.Fatal(err)
 			}
-			if vmi.Spec.Hostname != "" || vmi.Status.NodeName != "n1" {
-				t.Errorf("cached instance = %+v, want no spec and its status kept", vmi)
+			s := vmi.Status
+			if vmi.Spec.Hostname != "" || s.NodeName != "n1" || s.Phase != kubevirtv1.Running ||
+				len(s.Interfaces) != 1 || s.Interfaces[0].IP != "10.0.0.7" || len(s.Conditions) != 1 {
+				t.Errorf("cached instance = %+v, want no spec, and the phase, node, interfaces and conditions kept", vmi)
+			}
+			if s.LauncherContainerImageVersion != "" || s.GuestOSInfo.Name != "" || s.VolumeStatus != nil {
+				t.Errorf("cached instance status = %+v, want only what the provider reads", s)
 			}
 		}
 	}

@@ -107,12 +107,15 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // reconcilers never read them, and an update sent without them keeps the
 // server's. VirtualMachines and their instances also drop what the
 // provider never reads from the cache (slimVirtualMachine, slimInstance).
+// Every cached object then shares one copy of its repeated strings with the
+// others (intern.go).
 func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 	credentials, err := labels.NewRequirement(meta.CredentialsLabel, selection.Exists, nil)
 	if err != nil {
 		return cache.Options{}, err
 	}
 	managed := labels.SelectorFromSet(labels.Set{meta.ManagedByLabel: meta.ManagedByValue})
+	strings := newInterner()
 	machines := labels.SelectorFromSet(labels.Set{kubevirt.LabelManaged: "true"})
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
@@ -125,11 +128,11 @@ func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 			&corev1.ConfigMap{}:  {Label: managed},
 			&appsv1.Deployment{}: {Label: managed},
 		},
-		DefaultTransform: cache.TransformStripManagedFields(),
+		DefaultTransform: then(cache.TransformStripManagedFields(), strings.transform),
 	}
 	if kubeVirtServed {
-		opts.ByObject[&kubevirtv1.VirtualMachine{}] = cache.ByObject{Label: machines, Transform: slimVirtualMachine}
-		opts.ByObject[&kubevirtv1.VirtualMachineInstance{}] = cache.ByObject{Label: machines, Transform: slimInstance}
+		opts.ByObject[&kubevirtv1.VirtualMachine{}] = cache.ByObject{Label: machines, Transform: then(slimVirtualMachine, strings.transform)}
+		opts.ByObject[&kubevirtv1.VirtualMachineInstance{}] = cache.ByObject{Label: machines, Transform: then(slimInstance, strings.transform)}
 	}
 	if len(o.Namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

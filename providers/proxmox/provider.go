@@ -322,7 +322,18 @@ func (p *Provider) placementResources(ctx context.Context) (proxmox.ClusterResou
 	if err != nil {
 		return nil, err
 	}
-	p.cached, p.cachedAt = rs, time.Now()
+	at := time.Now()
+	p.cached, p.cachedAt = rs, at
+	// Let the listing go once it is too old to be used: it holds every VM of
+	// the cluster (megabytes with thousands of VMs) and would otherwise stay
+	// in memory until the next placement, which may be hours away.
+	time.AfterFunc(placementCacheTTL, func() {
+		p.cacheMu.Lock()
+		defer p.cacheMu.Unlock()
+		if p.cachedAt.Equal(at) {
+			p.cached = nil
+		}
+	})
 	return rs, nil
 }
 

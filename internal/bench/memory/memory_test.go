@@ -95,6 +95,7 @@ func managerMemory(b *testing.B, claims, noise int) {
 	idle := mustRSS(b, op)
 
 	op.resetPeak()
+	cpuBefore := mustCPU(b, op)
 	b.StartTimer()
 	start = time.Now()
 	createAll(b, claims, func(i int) client.Object { return claim(ns, i) })
@@ -103,6 +104,9 @@ func managerMemory(b *testing.B, claims, noise int) {
 	b.StopTimer()
 	time.Sleep(settle)
 	steady := mustRSS(b, op)
+	cpuUsed := mustCPU(b, op) - cpuBefore
+	anon, _ := procStatus(op.cmd.Process.Pid, "RssAnon")
+	file, _ := procStatus(op.cmd.Process.Pid, "RssFile")
 	peak := op.peakRSS()
 	profile := filepath.Join(os.TempDir(), "hyperfleet-memory-heap.pprof")
 	heap, err := op.heapProfile(profile)
@@ -115,18 +119,26 @@ func managerMemory(b *testing.B, claims, noise int) {
 	b.ReportMetric(mib(idle), "idle-MiB")
 	b.ReportMetric(mib(peak), "peak-MiB")
 	b.ReportMetric(mib(steady), "steady-MiB")
+	b.ReportMetric(cpuUsed.Seconds(), "cpu-s")
 	fmt.Printf("\nManager memory (the hyperfleet binary as its own process; RSS from /proc, sampled every 250 ms)\n")
 	limit := os.Getenv("MEMORY_GOMEMLIMIT")
 	if limit == "" {
-		limit = "unset (the Go runtime's default: collect when the heap doubles)"
+		limit = "unset (no soft memory limit)"
 	}
 	fmt.Printf("  GOMEMLIMIT of the operator              %s\n", limit)
+	gc := os.Getenv("MEMORY_GOGC")
+	if gc == "" {
+		gc = "unset (the operator's --gc-percent default)"
+	}
+	fmt.Printf("  GOGC of the operator                    %s\n", gc)
 	fmt.Printf("  unrelated objects in the cluster        %d Pods, %d ConfigMaps\n", noise, noise)
 	fmt.Printf("  RSS idle among them (no claims)         %.1f MiB\n", mib(idle))
 	fmt.Printf("  MachineClaims                           %d (%d on proxmoxsim, %d on kubevirtsim), all Ready in %s\n",
 		claims, claims-claims/2, claims/2, ready.Round(time.Second))
 	fmt.Printf("  RSS peak while they were made           %.1f MiB (aim: at most %d MiB)\n", mib(peak), budget>>20)
 	fmt.Printf("  RSS steady, %s after the last Ready    %.1f MiB\n", settle, mib(steady))
+	fmt.Printf("    of which anonymous / the binary's pages %.1f / %.1f MiB\n", mib(anon), mib(file))
+	fmt.Printf("  operator CPU from first claim to steady %.1f s\n", cpuUsed.Seconds())
 	fmt.Printf("  RSS per claim, steady minus idle        %.1f KiB\n", float64(steady-idle)/1024/float64(max(claims, 1)))
 	fmt.Printf("  Go heap live after a collection         %.1f MiB (runtime holds %.1f MiB); profile: go tool pprof %s\n\n",
 		mib(heap.Alloc), mib(heap.Sys), profile)
@@ -354,6 +366,16 @@ func mustRSS(b *testing.B, op *operator) int64 {
 		b.Fatal(err)
 	}
 	return rss
+}
+
+func mustCPU(b *testing.B, op *operator) time.Duration {
+	b.Helper()
+	op.alive(b)
+	d, err := op.cpu()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 func ensureNamespace(b *testing.B, name string) {

@@ -61,6 +61,10 @@ func startOperator(b *testing.B, bin string, args ...string) *operator {
 		// As the Deployment sets it from the container's memory limit.
 		cmd.Env = append(cmd.Env, "GOMEMLIMIT="+limit)
 	}
+	if gc := os.Getenv("MEMORY_GOGC"); gc != "" {
+		// Overrides the operator's --gc-percent, to compare with Go's default.
+		cmd.Env = append(cmd.Env, "GOGC="+gc)
+	}
 	o := &operator{cmd: cmd, pprof: pprof, stderr: &bytes.Buffer{}, done: make(chan struct{}), sampling: make(chan struct{})}
 	cmd.Stderr = &lockedWriter{mu: &o.mu, w: o.stderr}
 	if err := cmd.Start(); err != nil {
@@ -102,6 +106,31 @@ func (o *operator) sample() {
 // rss reads VmRSS from /proc/<pid>/status, in bytes.
 func (o *operator) rss() (int64, error) {
 	return procStatus(o.cmd.Process.Pid, "VmRSS")
+}
+
+// cpu is the CPU time the process has used, user and system, from
+// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+func (o *operator) cpu() (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", o.cmd.Process.Pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name, field 2, may hold spaces; the fields after it
+	// start past its closing parenthesis.
+	rest := string(b[bytes.LastIndexByte(b, ')')+2:])
+	f := strings.Fields(rest)
+	if len(f) < 13 {
+		return 0, fmt.Errorf("short /proc/%d/stat", o.cmd.Process.Pid)
+	}
+	var ticks int64
+	for _, v := range f[11:13] { // utime, stime: fields 14 and 15 overall
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil {
+			return 0, err
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * 10 * time.Millisecond, nil
 }
 
 // resetPeak starts the peak over, from the current resident set.
