@@ -33,7 +33,7 @@ type interner struct {
 	m  map[string]string
 }
 
-func newInterner() *interner { return &interner{m: make(map[string]string, internLimit)} }
+func newInterner() *interner { return &interner{m: map[string]string{}} }
 
 func (in *interner) str(s string) string {
 	if s == "" {

@@ -266,13 +266,16 @@ func (p *Provider) List(ctx context.Context) ([]providers.Machine, error) {
 }
 
 // listVMs lists this owner kind's managed VirtualMachines matching the
-// extra selector requirement.
+// extra selector requirement. They may be the cache's own: read them, never
+// change them.
 func (p *Provider) listVMs(ctx context.Context, requirement string) ([]kubevirtv1.VirtualMachine, error) {
 	sel, err := labels.Parse(fmt.Sprintf("%s=true,%s=%s,%s", LabelManaged, LabelOwnerKind, p.cfg.OwnerKind, requirement))
 	if err != nil {
 		return nil, fmt.Errorf("the owner kind %q cannot be selected: %w", p.cfg.OwnerKind, err)
 	}
-	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}}
+	// List only reads them (machineOf): the cache's own objects, not a deep
+	// copy of every VM at each sweep. A client without a cache ignores it.
+	opts := []client.ListOption{client.MatchingLabelsSelector{Selector: sel}, client.UnsafeDisableDeepCopy}
 	if p.cfg.Namespace != "" {
 		opts = append(opts, client.InNamespace(p.cfg.Namespace))
 	}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -42,7 +44,9 @@ type deletion struct {
 func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	s.defaults()
 	var claims hypervisorv1alpha1.MachineClaimList
-	if err := s.Client.List(ctx, &claims); err != nil {
+	// Only the UIDs are read: the cache's own objects, not a deep copy of
+	// every claim each minute (24 MB of garbage at 10,000 claims).
+	if err := s.Client.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return 0, err
 	}
 	var clusters hypervisorv1alpha1.HypervisorClusterList
