@@ -4,27 +4,31 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
+
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
-	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
-// MainWith is testenv.MainWith on a whole cluster: the package's control
-// plane gets the scheduler, the controller-manager and kwok's nodes before
-// setup runs, and they stop after the tests.
+// Around wraps a suite's setup for testenv.MainWith so the suite runs on a
+// whole cluster: the package's control plane (config reaches it) gets the
+// scheduler, the controller-manager and kwok's nodes before setup runs, and
+// they stop after the tests.
 //
-//	func TestMain(m *testing.M) { testcluster.MainWith(m, setup) }
-func MainWith(m *testing.M, setup func() (teardown func(), err error)) {
-	testenv.MainWith(m, func() (func(), error) {
+//	func TestMain(m *testing.M) { testenv.MainWith(m, testcluster.Around(testenv.Config, setup)) }
+//
+// It takes the config rather than importing testenv, so `hyperfleet dev`
+// can use this package without linking the test helpers.
+func Around(config func() *rest.Config, setup func() (teardown func(), err error)) func() (func(), error) {
+	return func() (func(), error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 		defer cancel()
 		bins, err := controlplane.FindClusterBinaries(ctx, os.Stderr)
 		if err != nil {
 			return nil, err
 		}
-		cluster, err := Start(ctx, Options{Config: testenv.Config(), Binaries: bins})
+		cluster, err := Start(ctx, Options{Config: config(), Binaries: bins})
 		if err != nil {
 			return nil, err
 		}
@@ -41,5 +45,5 @@ func MainWith(m *testing.M, setup func() (teardown func(), err error)) {
 				fmt.Fprintf(os.Stderr, "testcluster: %v\n", err)
 			}
 		}, nil
-	})
+	}
 }

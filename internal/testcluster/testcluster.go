@@ -6,7 +6,7 @@
 // Services get EndpointSlices, Deployments ReplicaSets, owners' dependents
 // are garbage-collected and namespaces really go away.
 //
-// A suite opts in with testcluster.MainWith instead of testenv.MainWith; the
+// A suite opts in by wrapping its testenv.MainWith setup in Around; the
 // plain API server stays the default for suites that need no more.
 package testcluster
 
