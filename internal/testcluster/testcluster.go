@@ -34,10 +34,11 @@ import (
 )
 
 // Controllers are the kube-controller-manager controllers a test cluster
-// runs: what Deployments, Services, owner references and namespaces need.
-// Node lifecycle is left out (kwok's heartbeats keep nodes Ready, and no
-// evictions surprise a test), and so is the service-account token
-// controller (the API server admits Pods without tokens, as envtest sets it up).
+// runs: what Deployments, Services, owner references and namespaces need,
+// and node lifecycle, which lifts the node.kubernetes.io/not-ready taint the
+// API server puts on every new node once kwok reports it Ready (without it
+// nothing schedules). The service-account token controller is left out: the
+// API server admits Pods without tokens, as envtest sets it up.
 var Controllers = []string{
 	"deployment-controller",
 	"replicaset-controller",
@@ -45,6 +46,7 @@ var Controllers = []string{
 	"garbage-collector-controller",
 	"namespace-controller",
 	"serviceaccount-controller",
+	"node-lifecycle-controller",
 }
 
 // PodCIDR is where kwok hands out Pod IPs; apart from envtest's Service
