@@ -49,9 +49,10 @@ var Controllers = []string{
 	"node-lifecycle-controller",
 }
 
-// PodCIDR is where kwok hands out Pod IPs; apart from envtest's Service
-// range (10.0.0.0/24), so a Pod IP is never mistaken for a ClusterIP.
-const PodCIDR = "10.244.0.0/16"
+// PodCIDR is where kwok hands out Pod IPs: apart from envtest's Service
+// range (10.0.0.0/24), so a Pod IP is never mistaken for a ClusterIP, and
+// from kubevirtsim's VM addresses (10.244.0.0/16), which the sandbox runs too.
+const PodCIDR = "10.42.0.0/16"
 
 //go:embed stages/pods.yaml
 var podStages []byte
