@@ -32,8 +32,11 @@ func startProcess(name, binary, logDir string, args ...string) (*process, error)
 	// context that started the cluster ends.
 	cmd := exec.Command(binary, args...) //nolint:gosec // the binaries hack/controlplane.sh built
 	cmd.Stdout, cmd.Stderr = out, out
-	// Its own process group, so a Ctrl-C on `go test` reaches us first and we stop it in order.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// Its own process group, so a Ctrl-C on `go test` reaches us first and
+	// we stop it in order; and killed with us, so a test binary killed on
+	// its timeout leaves no component behind (still holding, say, a lock
+	// file descriptor it inherited).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		_ = out.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)
