@@ -18,7 +18,11 @@ import (
 func startCluster(ctx context.Context, cfg *rest.Config, say func(string, ...any), progress io.Writer) (func(), error) {
 	bins, err := controlplane.FindClusterBinaries(ctx, progress)
 	if err != nil {
-		return nil, err
+		// Outside a checkout (KUBEBUILDER_ASSETS alone) the API server still
+		// serves every kind; say plainly what is missing rather than refuse.
+		say("==> Not starting the scheduler, controller-manager and KWOK: %v", err)
+		say("    Pods will stay Pending; run 'make controlplane' in a HyperFleet checkout for the whole cluster")
+		return func() {}, nil
 	}
 	say("==> Starting kube-scheduler, kube-controller-manager and KWOK (simulated nodes)")
 	cluster, err := testcluster.Start(ctx, testcluster.Options{Config: cfg, Binaries: bins})
