@@ -22,8 +22,8 @@ build: ## Build bin/hyperfleet and bin/hyperfleet-bootstrap (the agent for runne
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w' -o bin/hyperfleet-bootstrap ./cmd/hyperfleet-bootstrap
 
 .PHONY: controlplane
-controlplane: ## Build (or reuse) kube-apiserver and etcd under bin/controlplane/.
-	hack/controlplane.sh
+controlplane: ## Build (or reuse) kube-apiserver, etcd, kube-scheduler, kube-controller-manager and kwok under bin/controlplane/.
+	hack/controlplane.sh --cluster
 
 ##@ Generate
 .PHONY: generate

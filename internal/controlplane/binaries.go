@@ -75,8 +75,13 @@ func RepoRoot() (string, error) {
 	}
 }
 
-func hasBinaries(dir string) error {
-	for _, name := range []string{"kube-apiserver", "etcd"} {
+// hasBinaries checks dir holds the named executables (kube-apiserver and
+// etcd when none are named).
+func hasBinaries(dir string, names ...string) error {
+	if len(names) == 0 {
+		names = []string{"kube-apiserver", "etcd"}
+	}
+	for _, name := range names {
 		info, err := os.Stat(filepath.Join(dir, name)) //nolint:gosec // a directory the developer chose (KUBEBUILDER_ASSETS) is meant to be read
 		if err != nil {
 			return fmt.Errorf("control plane binary %s missing in %s: run 'make controlplane'", name, dir)
@@ -86,4 +91,46 @@ func hasBinaries(dir string) error {
 		}
 	}
 	return nil
+}
+
+// ClusterBinaries are the directories hack/controlplane.sh --cluster fills.
+type ClusterBinaries struct {
+	// Dir holds kube-apiserver, etcd, kube-scheduler and kube-controller-manager.
+	Dir string
+	// KwokDir holds kwok.
+	KwokDir string
+}
+
+// FindClusterBinaries runs hack/controlplane.sh --cluster, which reuses the
+// cache or builds the scheduler, the controller-manager and kwok beside the
+// API server (minutes, cold), streaming its progress to progress. Unlike
+// BinaryDir it does not stop at KUBEBUILDER_ASSETS: that directory may
+// predate the cluster binaries, and the script knows where they live.
+func FindClusterBinaries(ctx context.Context, progress io.Writer) (ClusterBinaries, error) {
+	root, err := RepoRoot()
+	if err != nil {
+		return ClusterBinaries{}, err
+	}
+	script := filepath.Join(root, buildScript)
+	build := exec.CommandContext(ctx, "bash", script, "--cluster") //nolint:gosec // the repository's own build script, found by RepoRoot
+	build.Dir = root
+	build.Stdout, build.Stderr = progress, progress
+	if err := build.Run(); err != nil {
+		return ClusterBinaries{}, fmt.Errorf("building the cluster binaries with %s --cluster: %w", buildScript, err)
+	}
+	out, err := exec.CommandContext(ctx, "bash", script, "--cluster", "--print-dir").Output() //nolint:gosec // as above
+	if err != nil {
+		return ClusterBinaries{}, fmt.Errorf("locating the cluster binaries with %s --cluster --print-dir: %w", buildScript, err)
+	}
+	lines := strings.Fields(string(out))
+	if len(lines) != 2 {
+		return ClusterBinaries{}, fmt.Errorf("%s --cluster --print-dir printed %q, want two directories", buildScript, out)
+	}
+	bins := ClusterBinaries{Dir: lines[0], KwokDir: lines[1]}
+	for dir, names := range map[string][]string{bins.Dir: {"kube-apiserver", "etcd", "kube-scheduler", "kube-controller-manager"}, bins.KwokDir: {"kwok"}} {
+		if err := hasBinaries(dir, names...); err != nil {
+			return ClusterBinaries{}, err
+		}
+	}
+	return bins, nil
 }

@@ -62,6 +62,10 @@ type Options struct {
 	// GitHubAddr is where the GitHub simulator listens, with a demo
 	// RunnerPool on KubeVirt (needs KubeVirt); empty skips it.
 	GitHubAddr string
+
+	// NoCluster leaves out the scheduler, the controller-manager and KWOK's
+	// simulated nodes (internal/testcluster): Pods then stay Pending.
+	NoCluster bool
 }
 
 // Run brings the sandbox up, blocks until ctx ends, then tears it down.
@@ -99,6 +103,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if err := plane.WriteKubeconfig(kubeconfig); err != nil {
 		return err
+	}
+
+	if !o.NoCluster {
+		stop, err := startCluster(ctx, plane.Config, say, o.Out)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 
 	c, err := client.New(plane.Config, client.Options{Scheme: scheme.New()})
@@ -180,6 +192,12 @@ func Run(ctx context.Context, o Options) error {
 	}
 	if o.GitHubAddr != "" && o.KubeVirt {
 		say("  hyperfleet enqueue-jobs --count 5                          # queue GitHub jobs; watch: kubectl get runnerpools,machineclaims -n %s -w", o.SandboxNamespace)
+	}
+	if !o.NoCluster {
+		say("  kubectl get nodes                                          # KWOK's simulated nodes: general, GPU, SGX, Bottlerocket")
+		if o.SamplesNamespace != "" {
+			say("  kubectl get pods,endpointslices -n %s -o wide          # the performers' Pods, placed by the real scheduler, and their endpoints", o.SamplesNamespace)
+		}
 	}
 	say("  kubectl explain machineclaim.spec")
 	if o.Manager.MetricsAddr != "0" {

@@ -166,6 +166,11 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 		time.Sleep(200 * time.Millisecond)
 	}
 
+	// The whole cluster runs: KWOK's nodes are Ready, every sample Performer
+	// and executor is Ready (their Pods placed by the real scheduler and
+	// run by KWOK), and each Performer's Service has a ready endpoint.
+	checkCluster(t, c)
+
 	// The demo RunnerPool keeps one idle runner; a queued job is taken by a
 	// runner (a webhook delivery to the manager scales the pool).
 	pool := &hypervisorv1alpha1.RunnerPool{}
@@ -215,6 +220,9 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 		}
 	case <-time.After(time.Minute):
 		t.Fatal("sandbox did not stop within a minute of Ctrl-C")
+	}
+	if !strings.Contains(out.String(), "Stopping kube-scheduler, kube-controller-manager and KWOK") {
+		t.Errorf("no shutdown message for the cluster components:\n%s", out.String())
 	}
 	if !strings.Contains(out.String(), "Stopping kube-apiserver and etcd") {
 		t.Errorf("no shutdown message:\n%s", out.String())

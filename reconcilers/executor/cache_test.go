@@ -77,7 +77,8 @@ func TestConfigMapWithoutTheLabelIsAdopted(t *testing.T) {
 	// A keys mount over the configuration file is refused before anything
 	// is applied: the executor exists (its UID is needed for the owner
 	// reference) with nothing of ours.
-	x := testExecutor("legacy", func(x *hourglassv1alpha1.HourglassExecutor) { x.Spec.OperatorKeys.MountPath = executor.ConfigPath })
+	// Held, so the roll is still on when the test looks for it.
+	x := testExecutor("legacy", hold, func(x *hourglassv1alpha1.HourglassExecutor) { x.Spec.OperatorKeys.MountPath = executor.ConfigPath })
 	e.create(x)
 	e.waitReason("legacy", meta.InvalidSpecReason)
 	e.create(&corev1.ConfigMap{

@@ -13,6 +13,7 @@ import (
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/testcluster"
 	"github.com/hyperfleet/hyperfleet/reconcilers/executor"
 )
 
@@ -65,7 +66,9 @@ func testPerformer(name string, labels map[string]string) *hourglassv1alpha1.Per
 
 // An executor becomes a ConfigMap with its configuration and a Deployment
 // running it with the keys mounted, both owned by it, and its status
-// follows the Deployment.
+// follows the Deployment: RollingOut while its Pods start, Available once
+// the deployment controller says so, with the Pods on the nodes its
+// scheduling asks for.
 func TestExecutorRuns(t *testing.T) {
 	e := newEnv(t)
 	e.create(keysSecret("operator-keys", true))
@@ -76,17 +79,18 @@ func TestExecutorRuns(t *testing.T) {
 		x.Spec.ServiceAccountName = "executor"
 		x.Spec.Resources = corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("250m")}}
 		x.Spec.Scheduling = &hourglassv1alpha1.Scheduling{
-			NodeSelector: map[string]string{"pool": "avs"},
-			Tolerations:  []corev1.Toleration{{Key: "dedicated", Operator: corev1.TolerationOpEqual, Value: "hourglass", Effect: corev1.TaintEffectNoSchedule}},
+			NodeSelector: map[string]string{"node.kubernetes.io/os": "bottlerocket"},
+			Tolerations:  []corev1.Toleration{{Key: "bottlerocket", Operator: corev1.TolerationOpEqual, Value: "true", Effect: corev1.TaintEffectNoSchedule}},
 		}
 		x.Spec.Env = []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}}
+		hold(x)
 	})
 	e.create(x)
 
 	d := e.waitDeployment("avs", func(*appsv1.Deployment) bool { return true })
 	pod := d.Spec.Template.Spec
 	c := pod.Containers[0]
-	if c.Image != x.Spec.Image || *d.Spec.Replicas != 2 || pod.ServiceAccountName != "executor" || pod.NodeSelector["pool"] != "avs" ||
+	if c.Image != x.Spec.Image || *d.Spec.Replicas != 2 || pod.ServiceAccountName != "executor" || pod.NodeSelector["node.kubernetes.io/os"] != "bottlerocket" ||
 		len(pod.Tolerations) != 1 || c.Env[0].Value != "debug" || c.Resources.Requests.Cpu().String() != "250m" {
 		t.Errorf("Deployment = %+v", d.Spec)
 	}
@@ -126,11 +130,22 @@ func TestExecutorRuns(t *testing.T) {
 	if rolling.Status.ConfigMapName != "avs-config" || rolling.Status.ConfigHash != d.Spec.Template.Annotations[executor.AnnotationConfigHash] {
 		t.Errorf("status = %+v", rolling.Status)
 	}
-	e.rollOut(d)
-	ready := e.waitReason("avs", executor.ReasonAvailable)
+	ready := e.rollOut("avs")
 	if ready.Status.AvailableReplicas != 2 || ready.Status.ReadyReplicas != 2 || ready.Status.Replicas != 2 ||
 		condition(ready, meta.ReconcilingCondition).Status != "" || condition(ready, meta.StalledCondition).Status != "" {
 		t.Errorf("ready status: %s", describe(ready))
+	}
+	rolled := &appsv1.Deployment{}
+	if err := e.get("avs", rolled); err != nil {
+		t.Fatal(err)
+	}
+	if rolled.Status.AvailableReplicas != 2 || rolled.Status.ObservedGeneration != rolled.Generation {
+		t.Errorf("Deployment status = %+v, want 2 available for generation %d", rolled.Status, rolled.Generation)
+	}
+	for _, p := range e.deploymentPods("avs") {
+		if p.Spec.NodeName != testcluster.NodeBottlerocket || p.Status.Phase != corev1.PodRunning {
+			t.Errorf("executor Pod %s on %q (%s), want Running on %s", p.Name, p.Spec.NodeName, p.Status.Phase, testcluster.NodeBottlerocket)
+		}
 	}
 }
 
@@ -139,10 +154,9 @@ func TestExecutorRuns(t *testing.T) {
 func TestConfigChangeRollsDeployment(t *testing.T) {
 	e := newEnv(t)
 	e.create(keysSecret("operator-keys", true))
-	e.create(testExecutor("roll"))
+	e.create(testExecutor("roll", hold))
 	first := e.waitDeployment("roll", func(*appsv1.Deployment) bool { return true })
-	e.rollOut(first)
-	e.waitReason("roll", executor.ReasonAvailable)
+	e.rollOut("roll")
 	hash1 := first.Spec.Template.Annotations[executor.AnnotationConfigHash]
 
 	e.updateExecutor("roll", func(x *hourglassv1alpha1.HourglassExecutor) { x.Spec.Chains[0].RPCURL = "https://eth-2.example.com" })
@@ -161,8 +175,7 @@ func TestConfigChangeRollsDeployment(t *testing.T) {
 		t.Errorf("status configHash %s, want the new one", rolling.Status.ConfigHash)
 	}
 	e.waitEvent(executor.EventConfigChanged, hash1)
-	e.rollOut(second)
-	e.waitReason("roll", executor.ReasonAvailable)
+	e.rollOut("roll")
 
 	// A performer the selector picks joins the configuration: another roll.
 	hash2 := second.Spec.Template.Annotations[executor.AnnotationConfigHash]
@@ -181,15 +194,14 @@ func TestKeysNeverLeak(t *testing.T) {
 	e := newEnv(t)
 	e.create(keysSecret("operator-keys", true))
 	e.create(testExecutor("sealed"))
-	d := e.waitDeployment("sealed", func(*appsv1.Deployment) bool { return true })
-	e.rollOut(d)
-	x := e.waitReason("sealed", executor.ReasonAvailable)
+	e.waitDeployment("sealed", func(*appsv1.Deployment) bool { return true })
+	x := e.rollOut("sealed")
 
 	cm := &corev1.ConfigMap{}
 	if err := e.get("sealed-config", cm); err != nil {
 		t.Fatal(err)
 	}
-	d = &appsv1.Deployment{}
+	d := &appsv1.Deployment{}
 	if err := e.get("sealed", d); err != nil {
 		t.Fatal(err)
 	}
@@ -214,18 +226,20 @@ func TestKeysNeverLeak(t *testing.T) {
 // ExternalSecret (here, the test) makes it, the executor moves on.
 func TestMissingKeysSecret(t *testing.T) {
 	e := newEnv(t)
-	e.create(testExecutor("keyless"))
+	e.create(testExecutor("keyless", hold))
 	x := e.waitReason("keyless", meta.SecretNotFoundReason)
 	msg := condition(x, meta.ReadyCondition).Message
 	if !strings.Contains(msg, "Secret operator-keys (spec.operatorKeys.secretRef) not found") || !strings.Contains(msg, "ExternalSecret") {
 		t.Errorf("message %q should name the Secret and how it is made", msg)
 	}
 	e.waitEvent(meta.SecretNotFoundReason, "operator-keys")
-	// The Deployment is there, its Pods waiting for the Secret to mount.
+	// The Deployment is there, its Pods waiting for the Secret to mount
+	// (held: kwok mounts nothing, so the test plays the wait).
 	e.waitDeployment("keyless", func(*appsv1.Deployment) bool { return true })
 
 	e.create(keysSecret("operator-keys", true))
 	e.waitReason("keyless", executor.ReasonRollingOut)
+	e.rollOut("keyless")
 }
 
 // An object of the executor's names that someone else made is not taken

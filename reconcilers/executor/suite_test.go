@@ -9,9 +9,12 @@ import (
 
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -20,6 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/testcluster"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/executor"
 )
@@ -28,11 +32,13 @@ import (
 var mgr ctrl.Manager
 
 // A manager with the HourglassExecutor reconciler alone runs against the
-// package's control plane: the executor reads the Performers' specs, never
-// their status, so no Performer reconciler is needed. No deployment
-// controller runs: tests write the Deployment's status as it would.
+// package's test cluster (internal/testcluster): the executor reads the
+// Performers' specs, never their status, so no Performer reconciler is
+// needed. The real deployment and ReplicaSet controllers roll the
+// Deployment, the scheduler places its Pods and kwok runs them: no test
+// writes a Deployment's or a Pod's status.
 func TestMain(m *testing.M) {
-	testenv.MainWith(m, func() (func(), error) {
+	testenv.MainWith(m, testcluster.Around(testenv.Config, func() (func(), error) {
 		ctrl.SetLogger(logr.Discard())
 		// The operator's cache rules: a read the label-selected cache
 		// cannot answer fails here as it would in production.
@@ -58,7 +64,7 @@ func TestMain(m *testing.M) {
 		return func() {
 			stop()
 		}, nil
-	})
+	}))
 }
 
 type env struct {
@@ -118,28 +124,54 @@ func (e *env) waitDeployment(name string, cond func(*appsv1.Deployment) bool) *a
 	return d
 }
 
-// rollOut writes the Deployment's status as the deployment controller does
-// once every Pod of the current template is available.
-func (e *env) rollOut(d *appsv1.Deployment) {
+// hold keeps the executor's Pods bound but not started until the test
+// releases them: the kubelet's image pull, or a Secret volume it cannot mount yet.
+func hold(x *hourglassv1alpha1.HourglassExecutor) {
+	x.Spec.Env = append(x.Spec.Env, corev1.EnvVar{Name: testcluster.HoldReadyEnv, Value: "true"})
+}
+
+// rollOut lets kwok start the Deployment's held Pods, as each new one
+// appears, until the executor reports the Deployment Available. The
+// deployment controller, the ReplicaSets and the scheduler are the real ones.
+func (e *env) rollOut(name string) *hourglassv1alpha1.HourglassExecutor {
 	e.t.Helper()
-	eventually.That(e.t, 10*time.Second, func() (bool, string) {
-		latest := &appsv1.Deployment{}
-		if err := e.get(d.Name, latest); err != nil {
+	x := &hourglassv1alpha1.HourglassExecutor{}
+	eventually.That(e.t, 60*time.Second, func() (bool, string) {
+		pods := e.deploymentPods(name)
+		for _, p := range pods {
+			if _, ok := p.Annotations[testcluster.ReleaseAnnotation]; !ok && p.DeletionTimestamp.IsZero() {
+				patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:"true"}}}`, testcluster.ReleaseAnnotation)
+				if err := e.c.Patch(context.Background(), &p, client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+					return false, err.Error()
+				}
+			}
+		}
+		if err := e.get(name, x); err != nil {
 			return false, err.Error()
 		}
-		n := *latest.Spec.Replicas
-		latest.Status = appsv1.DeploymentStatus{
-			ObservedGeneration: latest.Generation, Replicas: n, UpdatedReplicas: n, ReadyReplicas: n, AvailableReplicas: n,
-			Conditions: []appsv1.DeploymentCondition{
-				{Type: appsv1.DeploymentAvailable, Status: "True", Reason: "MinimumReplicasAvailable"},
-				{Type: appsv1.DeploymentProgressing, Status: "True", Reason: "NewReplicaSetAvailable"},
-			},
-		}
-		if err := e.c.Status().Update(context.Background(), latest); err != nil {
-			return false, err.Error()
-		}
-		return true, ""
+		c := apimeta.FindStatusCondition(x.Status.Conditions, meta.ReadyCondition)
+		return c != nil && c.Reason == executor.ReasonAvailable && c.ObservedGeneration == x.Generation,
+			fmt.Sprintf("%d Pods; %s", len(pods), describe(x))
 	})
+	return x
+}
+
+// deploymentPods are the Pods of the executor's Deployment.
+func (e *env) deploymentPods(name string) []corev1.Pod {
+	e.t.Helper()
+	d := &appsv1.Deployment{}
+	if err := e.get(name, d); err != nil {
+		e.t.Fatal(err)
+	}
+	sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	var list corev1.PodList
+	if err := e.c.List(context.Background(), &list, client.InNamespace(e.ns), client.MatchingLabelsSelector{Selector: sel}); err != nil {
+		e.t.Fatal(err)
+	}
+	return list.Items
 }
 
 func (e *env) waitReason(name, reason string) *hourglassv1alpha1.HourglassExecutor {

@@ -94,11 +94,15 @@ func TestPodWithoutTheLabelIsAdopted(t *testing.T) {
 			Ports: []corev1.ContainerPort{{Name: "grpc", ContainerPort: 8080}},
 		}}},
 	})
-	e.setPodStatus("performer-legacy-original", runReady)
+	// The scheduler places it and kwok starts it, as the kubelet would have.
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		pod := e.pod("performer-legacy-original")
+		return podReady(*pod), fmt.Sprintf("original Pod on %q, phase %s", pod.Spec.NodeName, pod.Status.Phase)
+	})
 
 	// What a restart of the operator forgets; the spec fix starts the roll.
 	performer.ForgetAdoptions(reconciler)
-	e.update("legacy", func(p *hourglassv1alpha1.Performer) { p.Spec.Image = "ghcr.io/example/avs-performer" })
+	e.update("legacy", func(p *hourglassv1alpha1.Performer) { p.Spec.Image = "ghcr.io/example/avs-performer"; hold(p) })
 
 	fresh := e.waitPod("legacy", 30*time.Second, func(p corev1.Pod) bool { return p.Labels[performer.LabelTemplateHash] != "" })
 	legacy := &corev1.Pod{}
@@ -117,7 +121,7 @@ func TestPodWithoutTheLabelIsAdopted(t *testing.T) {
 		t.Errorf("live Pods = %d, want the original and one new", n)
 	}
 
-	e.setPodStatus(fresh.Name, runReady)
+	e.release(fresh.Name)
 	e.waitReason("legacy", performer.ReasonServing, 20*time.Second)
 	eventually.That(t, 20*time.Second, func() (bool, string) {
 		pods := e.livePods("legacy")

@@ -11,6 +11,7 @@ import (
 	nodev1 "k8s.io/api/node/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -19,20 +20,23 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manifests"
+	"github.com/hyperfleet/hyperfleet/internal/testcluster"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
 	"github.com/hyperfleet/hyperfleet/samples"
 )
 
 // A Performer becomes a Pod with everything its spec asks for, a ClusterIP
-// Service with a stable DNS name, and a status that follows the Pod.
+// Service with a stable DNS name, and a status that follows the Pod. The
+// scheduler places it on the Bottlerocket node (its selector, toleration and
+// zone affinity allow no other), and the Service gets its ready endpoint.
 func TestCreate(t *testing.T) {
 	e := newEnv(t)
 	ensureRuntimeClass(t, "gvisor")
 	p := e.performer("echo", func(p *hourglassv1alpha1.Performer) {
 		p.Spec.Config = hourglassv1alpha1.PerformerConfig{
 			GRPCPort: 9090,
-			Env:      []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}},
+			Env:      []corev1.EnvVar{{Name: "LOG_LEVEL", Value: "debug"}, {Name: testcluster.HoldReadyEnv, Value: "true"}},
 			EnvFrom:  []corev1.EnvFromSource{{SecretRef: &corev1.SecretEnvSource{LocalObjectReference: corev1.LocalObjectReference{Name: "avs-env"}}}},
 			Args:     []string{"--serve"},
 			Command:  []string{"/bin/performer"},
@@ -47,7 +51,7 @@ func TestCreate(t *testing.T) {
 			RuntimeClassName: ptrTo("gvisor"),
 			Affinity: &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
-					{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{"eu-west-1a"}},
+					{Key: "topology.kubernetes.io/zone", Operator: corev1.NodeSelectorOpIn, Values: []string{testcluster.Zone}},
 				}}},
 			}}},
 		}
@@ -66,7 +70,7 @@ func TestCreate(t *testing.T) {
 			t.Errorf("%s probe = %+v, want gRPC on 9090", name, probe)
 		}
 	}
-	if len(c.Env) != 1 || c.Env[0].Value != "debug" || c.EnvFrom[0].SecretRef.Name != "avs-env" || c.Args[0] != "--serve" || c.Command[0] != "/bin/performer" {
+	if len(c.Env) != 2 || c.Env[0].Value != "debug" || c.EnvFrom[0].SecretRef.Name != "avs-env" || c.Args[0] != "--serve" || c.Command[0] != "/bin/performer" {
 		t.Errorf("env/args/command = %+v %+v %v %v", c.Env, c.EnvFrom, c.Args, c.Command)
 	}
 	if q := c.Resources.Requests[corev1.ResourceCPU]; q.String() != "500m" {
@@ -104,30 +108,40 @@ func TestCreate(t *testing.T) {
 		t.Errorf("status service fields = %+v", pending.Status)
 	}
 
-	e.schedule(&pod, "node-a")
-	e.setPodStatus(pod.Name, runReady)
-	running := e.waitReason("echo", performer.ReasonServing, 10*time.Second)
+	if n := len(e.readyEndpoints("echo")); n != 0 {
+		t.Errorf("the Service has %d ready endpoints before its Pod started", n)
+	}
+
+	e.release(pod.Name)
+	running := e.waitReason("echo", performer.ReasonServing, 20*time.Second)
 	checkKstatus(t, running)
 	if running.Status.Phase != hourglassv1alpha1.PerformerRunning || running.Status.PodName != pod.Name ||
-		running.Status.NodeName != "node-a" || running.Status.CurrentVersion != "v1.0.0" {
+		running.Status.NodeName != testcluster.NodeBottlerocket || running.Status.CurrentVersion != "v1.0.0" {
 		t.Errorf("running status = %+v", running.Status)
 	}
+	started := e.pod(pod.Name)
+	if started.Spec.NodeName != testcluster.NodeBottlerocket || started.Status.PodIP == "" {
+		t.Errorf("Pod on node %q with IP %q, want %s and an IP", started.Spec.NodeName, started.Status.PodIP, testcluster.NodeBottlerocket)
+	}
+	e.waitEndpoints("echo", started.Status.PodIP)
 	e.waitEvent("echo", performer.EventPodCreated, pod.Name)
 }
 
 // A new version rolls without a gap: the new Pod runs beside the old one,
 // the Service moves only once the new Pod is Ready, and only then does the
-// old Pod go.
+// old Pod go. The EndpointSlice controller's view is checked at every look:
+// the Service has a ready endpoint throughout.
 func TestUpgradeWithoutGap(t *testing.T) {
 	e := newEnv(t)
 	e.performer("roll")
 	v1 := e.waitPod("roll", 20*time.Second, anyPod)
-	e.schedule(&v1, "node-a")
-	e.setPodStatus(v1.Name, runReady)
-	e.waitReason("roll", performer.ReasonServing, 10*time.Second)
+	e.waitReason("roll", performer.ReasonServing, 20*time.Second)
+	v1IP := e.pod(v1.Name).Status.PodIP
+	e.waitEndpoints("roll", v1IP)
 
 	gaps := &gapChecker{e: e, name: "roll"}
-	e.update("roll", func(p *hourglassv1alpha1.Performer) { p.Spec.Version = "v2.0.0" })
+	// The new Pod is held before it starts, as a slow image pull would.
+	e.update("roll", func(p *hourglassv1alpha1.Performer) { p.Spec.Version = "v2.0.0"; hold(p) })
 	v2 := e.waitPod("roll", 20*time.Second, func(p corev1.Pod) bool { return p.Annotations[performer.AnnotationVersion] == "v2.0.0" })
 	if v2.Labels[performer.LabelTemplateHash] == v1.Labels[performer.LabelTemplateHash] {
 		t.Fatal("the new version has the old revision hash")
@@ -150,22 +164,20 @@ func TestUpgradeWithoutGap(t *testing.T) {
 		t.Errorf("want the old and the new Pod side by side, got %d", len(live))
 	}
 
-	// v2 starts but is not Ready yet: still v1.
-	e.schedule(&v2, "node-b")
-	e.setPodStatus(v2.Name, func(st *corev1.PodStatus) {
-		runReady(st)
-		for i := range st.Conditions {
-			if st.Conditions[i].Type == corev1.PodReady || st.Conditions[i].Type == corev1.ContainersReady {
-				st.Conditions[i].Status = corev1.ConditionFalse
-			}
-		}
-		st.ContainerStatuses[0].Ready = false
+	// v2 is placed but has not started: still v1, and v1 alone is routed to.
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		gaps.check()
+		bound := e.pod(v2.Name)
+		return bound.Spec.NodeName != "", "the new Pod is not bound to a node yet"
 	})
 	e.waitReason("roll", performer.ReasonUpgrading, 10*time.Second)
 	gaps.check()
+	if got := e.readyEndpoints("roll"); len(got) != 1 || got[0] != v1IP {
+		t.Errorf("ready endpoints while v2 starts = %v, want v1's %s", got, v1IP)
+	}
 
-	e.setPodStatus(v2.Name, runReady)
-	eventually.That(t, 15*time.Second, func() (bool, string) {
+	e.release(v2.Name)
+	eventually.That(t, 20*time.Second, func() (bool, string) {
 		gaps.check()
 		sel := e.service("roll").Spec.Selector[performer.LabelTemplateHash]
 		old := &corev1.Pod{}
@@ -175,18 +187,25 @@ func TestUpgradeWithoutGap(t *testing.T) {
 	})
 	running := e.waitReason("roll", performer.ReasonServing, 10*time.Second)
 	checkKstatus(t, running)
-	if running.Status.CurrentVersion != "v2.0.0" || running.Status.PodName != v2.Name || running.Status.NodeName != "node-b" {
+	v2Pod := e.pod(v2.Name)
+	if running.Status.CurrentVersion != "v2.0.0" || running.Status.PodName != v2.Name || running.Status.NodeName != v2Pod.Spec.NodeName {
 		t.Errorf("after the upgrade: %+v", running.Status)
 	}
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		gaps.check()
+		got := e.readyEndpoints("roll")
+		return len(got) == 1 && got[0] == v2Pod.Status.PodIP, fmt.Sprintf("ready endpoints %v, want v2's %s", got, v2Pod.Status.PodIP)
+	})
 	e.waitEvent("roll", performer.EventUpgraded, "v2.0.0")
 	if gaps.violations != nil {
 		t.Errorf("the Service had no Ready Pod behind it: %v", gaps.violations)
 	}
 }
 
-// gapChecker asserts the Service routes to a Ready, live Pod at every look.
-// It reads the Pods both before and after the Service, so a switch between
-// the reads is not mistaken for a gap.
+// gapChecker asserts the Service routes to a Ready, live Pod at every look,
+// and that its EndpointSlices list a ready endpoint. It reads the Pods both
+// before and after the Service, so a switch between the reads is not
+// mistaken for a gap.
 type gapChecker struct {
 	e          *env
 	name       string
@@ -194,6 +213,9 @@ type gapChecker struct {
 }
 
 func (g *gapChecker) check() {
+	if len(g.e.readyEndpoints(g.name)) == 0 {
+		g.violations = append(g.violations, "no ready endpoint")
+	}
 	before := g.e.livePods(g.name)
 	hash := g.e.service(g.name).Spec.Selector[performer.LabelTemplateHash]
 	after := g.e.livePods(g.name)
@@ -217,26 +239,20 @@ func podReady(p corev1.Pod) bool {
 }
 
 // A Pod that stays Pending past the bound is replaced, with an event saying
-// why. The clock is stepped past the bound; the scheduler's next report on
-// the Pod is what the reconciler sees it by (in a cluster, its own
-// requeue at the deadline does the same).
+// why. No node has the GPU it asks for, so the real scheduler leaves it
+// Unschedulable. The clock is stepped past the bound; an annotation on the
+// Pod wakes the reconciler as the scheduler's next report would (in a
+// cluster, its own requeue at the deadline does the same).
 func TestPendingTimeout(t *testing.T) {
 	e := newEnv(t)
 	e.performer("stuck", func(p *hourglassv1alpha1.Performer) {
-		p.Spec.HardwareRequirements = &hourglassv1alpha1.HardwareRequirements{TEERequired: true, TEEType: "sgx"}
+		p.Spec.HardwareRequirements = &hourglassv1alpha1.HardwareRequirements{GPUType: "NVIDIA-H100-80GB-HBM3", GPUCount: 1}
 	})
 	first := e.waitPod("stuck", 20*time.Second, anyPod)
-	unschedulable := func(msg string) func(*corev1.PodStatus) {
-		return func(st *corev1.PodStatus) {
-			st.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
-				Reason: corev1.PodReasonUnschedulable, Message: msg, LastTransitionTime: metav1.Now()}}
-		}
-	}
-	e.setPodStatus(first.Name, unschedulable("0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."))
-	waiting := e.waitReason("stuck", performer.ReasonUnschedulable, 10*time.Second)
+	waiting := e.waitReason("stuck", performer.ReasonUnschedulable, 30*time.Second)
 	checkKstatus(t, waiting)
-	if c := findCondition(waiting, meta.ReadyCondition); !strings.Contains(c.Message, "intel.feature.node.kubernetes.io/sgx=true") ||
-		!strings.Contains(c.Message, "0/3 nodes are available") {
+	if c := findCondition(waiting, meta.ReadyCondition); !strings.Contains(c.Message, "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3") ||
+		!strings.Contains(c.Message, "0/5 nodes are available") {
 		t.Errorf("Unschedulable message = %q, want the scheduler's words and the placement", c.Message)
 	}
 
@@ -244,7 +260,7 @@ func TestPendingTimeout(t *testing.T) {
 	// now, so the jump does not age the next tests' Pods.
 	fakeClock.SetTime(first.CreationTimestamp.Add(performer.DefaultPendingTimeout + time.Second))
 	t.Cleanup(func() { fakeClock.SetTime(time.Now()) })
-	e.setPodStatus(first.Name, unschedulable("0/4 nodes are available: 4 node(s) didn't match Pod's node affinity/selector."))
+	e.annotatePod(first.Name, "test.hyperfleet.io/nudge", "1")
 	second := e.waitPod("stuck", 20*time.Second, func(p corev1.Pod) bool { return p.Name != first.Name })
 	if second.Labels[performer.LabelTemplateHash] != first.Labels[performer.LabelTemplateHash] {
 		t.Error("the replacement is of another revision")
@@ -266,16 +282,13 @@ func TestPendingTimeout(t *testing.T) {
 // an event saying why, and the replacement serves once Ready.
 func TestFailedPodIsRecreated(t *testing.T) {
 	e := newEnv(t)
-	e.performer("evicted")
+	e.performer("evicted", hold)
 	first := e.waitPod("evicted", 20*time.Second, anyPod)
-	e.setPodStatus(first.Name, runReady)
-	e.waitReason("evicted", performer.ReasonServing, 10*time.Second)
+	e.release(first.Name)
+	e.waitReason("evicted", performer.ReasonServing, 20*time.Second)
 
-	e.setPodStatus(first.Name, func(st *corev1.PodStatus) {
-		st.Phase = corev1.PodFailed
-		st.Reason, st.Message = "Evicted", "The node was low on resource: memory."
-		st.Conditions = nil
-	})
+	// The kubelet (kwok) evicts it: phase Failed, reason Evicted.
+	e.annotatePod(first.Name, testcluster.EvictAnnotation, "true")
 	second := e.waitPod("evicted", 20*time.Second, func(p corev1.Pod) bool { return p.Name != first.Name })
 	note := e.waitEvent("evicted", performer.EventPodFailed, first.Name)
 	if !strings.Contains(note, "Evicted: The node was low on resource: memory.") {
@@ -288,8 +301,8 @@ func TestFailedPodIsRecreated(t *testing.T) {
 	if pending.Status.Phase != hourglassv1alpha1.PerformerPending || pending.Status.CurrentVersion != "" {
 		t.Errorf("with nothing serving: %+v", pending.Status)
 	}
-	e.setPodStatus(second.Name, runReady)
-	if got := e.waitReason("evicted", performer.ReasonServing, 10*time.Second); got.Status.PodName != second.Name {
+	e.release(second.Name)
+	if got := e.waitReason("evicted", performer.ReasonServing, 20*time.Second); got.Status.PodName != second.Name {
 		t.Errorf("serving Pod = %s, want %s", got.Status.PodName, second.Name)
 	}
 }
@@ -402,8 +415,8 @@ func TestBadInput(t *testing.T) {
 }
 
 // Everything a Performer makes is owned by it, so deleting the Performer
-// hands its Pods and Service to the garbage collector (which envtest does
-// not run); while it is being deleted it makes nothing new.
+// hands its Pods and Service to the garbage collector; while it is being
+// deleted it makes nothing new.
 func TestDeletion(t *testing.T) {
 	e := newEnv(t)
 	p := e.performer("gone")
@@ -415,30 +428,39 @@ func TestDeletion(t *testing.T) {
 			t.Errorf("%s owner = %+v, want the Performer as blocking controller", obj.GetName(), ref)
 		}
 	}
+	// A finalizer of the test's on the Service holds the foreground deletion
+	// open, so the Terminating phase can be seen before the collector is done.
+	const holdFinalizer = "test.hyperfleet.io/hold"
+	patch := fmt.Appendf(nil, `{"metadata":{"finalizers":[%q]}}`, holdFinalizer)
+	if err := e.c.Patch(context.Background(), svc, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
+	}
 
 	// Foreground deletion keeps the Performer until the collector has
 	// removed its dependents: the reconciler reports it and stands back.
 	if err := e.c.Delete(context.Background(), p, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil {
 		t.Fatal(err)
 	}
-	eventually.That(t, 10*time.Second, func() (bool, string) {
+	eventually.That(t, 20*time.Second, func() (bool, string) {
 		got := &hourglassv1alpha1.Performer{}
 		if err := e.get("gone", got); err != nil {
 			return false, err.Error()
 		}
 		return got.Status.Phase == hourglassv1alpha1.PerformerTerminating, describe(got)
 	})
-	// Play the garbage collector: remove the dependents, then the finalizer.
-	if err := e.c.Delete(context.Background(), &pod, client.GracePeriodSeconds(0)); err != nil {
+	// The collector deletes the Pod (kwok removes it at once) and waits on the Service.
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		err := e.get(pod.Name, &corev1.Pod{})
+		return isGone(err), fmt.Sprintf("Pod %s: %v", pod.Name, err)
+	})
+	release := []byte(`{"metadata":{"finalizers":null}}`)
+	if err := e.c.Patch(context.Background(), svc, client.RawPatch(types.MergePatchType, release)); err != nil {
 		t.Fatal(err)
 	}
-	eventually.That(t, 10*time.Second, func() (bool, string) {
-		got := &hourglassv1alpha1.Performer{}
-		if err := e.get("gone", got); err != nil {
-			return isGone(err), err.Error()
-		}
-		got.Finalizers = nil
-		return false, fmt.Sprint(e.c.Update(context.Background(), got))
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		errP := e.get("gone", &hourglassv1alpha1.Performer{})
+		errS := e.get(svc.Name, &corev1.Service{})
+		return isGone(errP) && isGone(errS), fmt.Sprintf("Performer: %v; Service: %v", errP, errS)
 	})
 	if live := e.livePods("gone"); len(live) != 0 {
 		t.Errorf("a Pod was made for a Performer being deleted: %s", live[0].Name)
@@ -500,7 +522,9 @@ func apimetaTrue(p *hourglassv1alpha1.Performer, t string) bool {
 }
 
 // The Hourglass samples `hyperfleet dev` applies are accepted by the API
-// server and each Performer among them gets its Pod and Service.
+// server and each Performer among them is placed on a node that fits it
+// (the GPU one on the GPU node, the SGX one on the SGX node, the
+// Bottlerocket one on the Bottlerocket node) and serves.
 func TestSamplesApply(t *testing.T) {
 	e := newEnv(t)
 	files, _, err := samples.Files()
@@ -525,8 +549,23 @@ func TestSamplesApply(t *testing.T) {
 	t.Cleanup(func() {
 		_ = e.c.DeleteAllOf(context.Background(), &hourglassv1alpha1.HourglassExecutor{}, client.InNamespace(e.ns))
 	})
+	wantNode := map[string]string{
+		"avs-performer-gpu":          testcluster.NodeGPU,
+		"avs-performer-sgx":          testcluster.NodeSGX,
+		"avs-performer-bottlerocket": testcluster.NodeBottlerocket,
+	}
 	for _, name := range performers {
 		e.waitPod(name, 20*time.Second, anyPod)
-		e.waitReason(name, performer.ReasonPodStarting, 10*time.Second)
+		got := e.waitReason(name, performer.ReasonServing, 30*time.Second)
+		if want, ok := wantNode[name]; ok && got.Status.NodeName != want {
+			t.Errorf("%s runs on %q, want %s", name, got.Status.NodeName, want)
+		}
+		if want := wantNode[name]; want == "" && !isGeneral(got.Status.NodeName) {
+			t.Errorf("%s runs on %q, want a general node", name, got.Status.NodeName)
+		}
 	}
+}
+
+func isGeneral(node string) bool {
+	return node == testcluster.NodeGeneral1 || node == testcluster.NodeGeneral2
 }

@@ -5,16 +5,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,6 +28,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/testcluster"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
@@ -54,12 +59,14 @@ tee:
 `
 
 // A manager with the Performer reconciler alone runs against the package's
-// control plane, with the placement table loaded from a file as
-// --hourglass-placement-file does. There is no kubelet, scheduler or
-// garbage collector: tests play their parts by writing Pod status, bindings
-// and deletions themselves.
+// test cluster (internal/testcluster), with the placement table loaded from
+// a file as --hourglass-placement-file does. The real scheduler places the
+// Pods on kwok's simulated nodes (general, GPU, SGX, Bottlerocket), kwok
+// runs them, the EndpointSlice controller routes the Services and the
+// garbage collector removes what a deleted Performer owned: no test writes
+// a Pod's status.
 func TestMain(m *testing.M) {
-	testenv.MainWith(m, func() (func(), error) {
+	testenv.MainWith(m, testcluster.Around(testenv.Config, func() (func(), error) {
 		ctrl.SetLogger(logr.Discard())
 		dir, err := os.MkdirTemp("", "performer-test")
 		if err != nil {
@@ -100,7 +107,7 @@ func TestMain(m *testing.M) {
 			stop()
 			_ = os.RemoveAll(dir)
 		}, nil
-	})
+	}))
 }
 
 // env is one test's namespace.
@@ -113,8 +120,8 @@ type env struct {
 func newEnv(t *testing.T) *env {
 	t.Helper()
 	e := &env{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
-	// No namespace controller runs: delete what the test made so later
-	// tests' reconcilers do not keep working on it.
+	// Delete what the test made at once, so later tests' reconcilers do not
+	// keep working on it while the namespace controller empties the namespace.
 	t.Cleanup(func() {
 		ctx := context.Background()
 		_ = e.c.DeleteAllOf(ctx, &hourglassv1alpha1.Performer{}, client.InNamespace(e.ns))
@@ -206,48 +213,80 @@ func (e *env) waitPod(name string, timeout time.Duration, cond func(corev1.Pod) 
 
 func anyPod(corev1.Pod) bool { return true }
 
-// schedule binds the Pod to a node, as the scheduler would.
-func (e *env) schedule(pod *corev1.Pod, node string) {
+// hold makes the Performer's Pods stay bound but not started until
+// release: the kubelet's pull-and-start, made as long as the test needs.
+func hold(p *hourglassv1alpha1.Performer) {
+	p.Spec.Config.Env = append(p.Spec.Config.Env, corev1.EnvVar{Name: testcluster.HoldReadyEnv, Value: "true"})
+}
+
+// release lets kwok start a held Pod (Running, Ready, with an IP).
+func (e *env) release(pod string) {
 	e.t.Helper()
-	binding := &corev1.Binding{ObjectMeta: metav1.ObjectMeta{Name: pod.Name}, Target: corev1.ObjectReference{Kind: "Node", Name: node}}
-	if err := e.c.SubResource("binding").Create(context.Background(), pod, binding); err != nil {
-		e.t.Fatalf("binding %s: %v", pod.Name, err)
+	e.annotatePod(pod, testcluster.ReleaseAnnotation, "true")
+}
+
+// annotatePod sets an annotation on a Pod: metadata the test owns, never
+// its status. An annotation also wakes the reconciler (it watches its Pods),
+// as the scheduler's or the kubelet's next report would.
+func (e *env) annotatePod(name, key, value string) {
+	e.t.Helper()
+	patch := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%q}}}`, key, value)
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: e.ns}}
+	if err := e.c.Patch(context.Background(), pod, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		e.t.Fatalf("annotating Pod %s: %v", name, err)
 	}
 }
 
-// setPodStatus writes a Pod's status as a kubelet (or the scheduler) would.
-func (e *env) setPodStatus(name string, mutate func(*corev1.PodStatus)) {
+// readyEndpoints are the addresses the EndpointSlice controller lists as
+// ready for the Performer's Service.
+func (e *env) readyEndpoints(name string) []string {
 	e.t.Helper()
-	eventually.That(e.t, 10*time.Second, func() (bool, string) {
-		pod := &corev1.Pod{}
-		if err := e.get(name, pod); err != nil {
-			return false, err.Error()
+	var slices discoveryv1.EndpointSliceList
+	if err := e.c.List(context.Background(), &slices, client.InNamespace(e.ns),
+		client.MatchingLabels{discoveryv1.LabelServiceName: performer.ServiceName(name)}); err != nil {
+		e.t.Fatal(err)
+	}
+	var out []string
+	for _, s := range slices.Items {
+		for _, ep := range s.Endpoints {
+			if ep.Conditions.Ready != nil && *ep.Conditions.Ready {
+				out = append(out, ep.Addresses...)
+			}
 		}
-		mutate(&pod.Status)
-		if err := e.c.Status().Update(context.Background(), pod); err != nil {
-			return false, err.Error()
-		}
-		return true, ""
+	}
+	return out
+}
+
+// waitEndpoints waits until the Service's ready endpoints are exactly the Pod IPs.
+func (e *env) waitEndpoints(name string, ips ...string) {
+	e.t.Helper()
+	want := append([]string(nil), ips...)
+	sort.Strings(want)
+	eventually.That(e.t, 30*time.Second, func() (bool, string) {
+		got := e.readyEndpoints(name)
+		sort.Strings(got)
+		return slices.Equal(got, want), fmt.Sprintf("ready endpoints %v, want %v", got, want)
 	})
 }
 
-// runReady is what the kubelet reports once the container runs and its
-// gRPC readiness probe passes.
-func runReady(st *corev1.PodStatus) {
-	now := metav1.Now()
-	st.Phase = corev1.PodRunning
-	st.StartTime = &now
-	st.PodIP = "10.0.0.7"
-	st.Conditions = []corev1.PodCondition{
-		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodInitialized, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.ContainersReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
-		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: now},
+// pod reads a Pod.
+func (e *env) pod(name string) *corev1.Pod {
+	e.t.Helper()
+	pod := &corev1.Pod{}
+	if err := e.get(name, pod); err != nil {
+		e.t.Fatalf("Pod %s: %v", name, err)
 	}
-	st.ContainerStatuses = []corev1.ContainerStatus{{
-		Name: "performer", Ready: true, Started: ptrTo(true), Image: "ghcr.io/example/avs-performer",
-		State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: now}},
-	}}
+	return pod
+}
+
+// podCondition is the Pod's condition of type t, if any.
+func podCondition(pod *corev1.Pod, t corev1.PodConditionType) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == t {
+			return &pod.Status.Conditions[i]
+		}
+	}
+	return nil
 }
 
 func ptrTo[T any](v T) *T { return &v }
