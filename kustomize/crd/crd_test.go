@@ -27,8 +27,8 @@ func TestEveryCRDIsEstablished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != 7 {
-		t.Fatalf("want 7 CRDs (4 hypervisor, 1 cyberdesk, 2 hourglass), got %d", len(crds))
+	if len(crds) != 8 {
+		t.Fatalf("want 8 CRDs (5 hypervisor, 1 cyberdesk, 2 hourglass), got %d", len(crds))
 	}
 	for _, want := range crds {
 		got := &apiextensionsv1.CustomResourceDefinition{}
