@@ -20,18 +20,6 @@ local function describe(c)
   return reason
 end
 
--- A RunnerJob is a record of a GitHub job the operator keeps, not a
--- workload: it has no conditions, and is Healthy whatever its state
--- (kstatus calls it Current too).
-if obj.kind == "RunnerJob" then
-  hs.status = "Healthy"
-  hs.message = "Job recorded"
-  if obj.status ~= nil and obj.status.state ~= nil then
-    hs.message = "Job " .. obj.status.state
-  end
-  return hs
-end
-
 if obj.metadata ~= nil and obj.metadata.deletionTimestamp ~= nil then
   hs.status = "Progressing"
   hs.message = "Being deleted: the operator is cleaning up"

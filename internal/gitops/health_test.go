@@ -105,8 +105,8 @@ func TestArgoCDHealthChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(kinds) != 8 {
-		t.Fatalf("%d kinds, want 8", len(kinds))
+	if len(kinds) != 7 {
+		t.Fatalf("%d kinds, want 7", len(kinds))
 	}
 	for _, k := range kinds {
 		group, kind, _ := strings.Cut(k, "_")

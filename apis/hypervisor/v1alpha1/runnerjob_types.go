@@ -102,7 +102,7 @@ type RunnerJobStatus struct {
 // the polling fallback. Made and deleted by the operator; the pool owns
 // them, so deleting the pool deletes them.
 // +kubebuilder:object:root=true
-// +kubebuilder:resource:shortName=rj,categories=hyperfleet
+// +kubebuilder:resource:shortName=rj
 // +kubebuilder:printcolumn:name="Pool",type=string,JSONPath=`.spec.poolRef.name`
 // +kubebuilder:printcolumn:name="State",type=string,JSONPath=`.status.state`
 // +kubebuilder:printcolumn:name="Repository",type=string,JSONPath=`.spec.repository`
