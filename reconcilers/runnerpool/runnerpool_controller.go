@@ -52,8 +52,8 @@ type Reconciler struct {
 	Demand *Demand
 	// JobRetention keeps finished RunnerJobs as tombstones (1 h).
 	JobRetention time.Duration
-	Recorder      events.EventRecorder
-	Clock         clock.Clock
+	Recorder     events.EventRecorder
+	Clock        clock.Clock
 	// Runner says which actions runner the agents install.
 	Runner RunnerSettings
 	// AgentPath is the bootstrap agent's path in the runner images.

@@ -39,7 +39,7 @@ const (
 	ResultTooLarge     = "too_large"
 	// ResultQueueFull: every handler slot stayed busy; answered 503.
 	ResultQueueFull = "queue_full"
-	ResultError        = "error"
+	ResultError     = "error"
 )
 
 var (
