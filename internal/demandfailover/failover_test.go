@@ -152,13 +152,7 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 	// GitHub's to redeliver, as an operator does from "Recent Deliveries".
 	redelivered := 0
 	done := func() (bool, string) {
-		for _, d := range gh.Deliveries() {
-			if d.Attempted && d.StatusCode/100 != 2 && !redeliveredGUID(gh, d.GUID) {
-				if _, err := gh.Redeliver(d.ID); err == nil {
-					redelivered++
-				}
-			}
-		}
+		redelivered += redeliverFailed(gh)
 		served := 0
 		for _, id := range ids {
 			if j, ok := gh.Job(id); ok && j.Status == githubsim.JobCompleted {
@@ -210,13 +204,33 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 	}
 }
 
-func redeliveredGUID(gh *githubsim.Server, guid string) bool {
+// redeliverFailed redelivers each delivery whose every attempt so far
+// failed, once its last attempt is over, and returns how many it sent.
+func redeliverFailed(gh *githubsim.Server) int {
+	type state struct {
+		ok, pending bool
+		last        int64
+	}
+	byGUID := map[string]*state{}
 	for _, d := range gh.Deliveries() {
-		if d.GUID == guid && d.Redelivery {
-			return true
+		st := byGUID[d.GUID]
+		if st == nil {
+			st = &state{}
+			byGUID[d.GUID] = st
+		}
+		st.ok = st.ok || d.StatusCode/100 == 2
+		st.pending = st.pending || !d.Attempted
+		st.last = d.ID
+	}
+	n := 0
+	for _, st := range byGUID {
+		if !st.ok && !st.pending {
+			if _, err := gh.Redeliver(st.last); err == nil {
+				n++
+			}
 		}
 	}
-	return false
+	return n
 }
 
 func sent(gh *githubsim.Server) int {
