@@ -15,7 +15,9 @@ func HealthKey(group, kind string) string {
 	return "resource.customizations.health." + group + "_" + kind
 }
 
-// Kinds returns "group_Kind" of every HyperFleet kind, sorted.
+// Kinds returns "group_Kind" of every HyperFleet kind people apply, sorted:
+// the operator's own records (crd.IsRecord) carry no conditions and get no
+// health check.
 func Kinds() ([]string, error) {
 	crds, err := crd.CRDs()
 	if err != nil {
@@ -23,6 +25,9 @@ func Kinds() ([]string, error) {
 	}
 	kinds := make([]string, 0, len(crds))
 	for _, c := range crds {
+		if crd.IsRecord(c.Name) {
+			continue
+		}
 		kinds = append(kinds, c.Spec.Group+"_"+c.Spec.Names.Kind)
 	}
 	sort.Strings(kinds)

@@ -61,6 +61,11 @@ func TestRBACGrantsWhatIsNeeded(t *testing.T) {
 		{verb: "get", resource: "configmaps", namespace: ns, allowed: true},
 		// RunnerPools make a MachineClaim per runner.
 		{verb: "create", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: true},
+		// Every replica records webhook demand as RunnerJobs; the leader prunes them.
+		{verb: "create", group: "hypervisor.hyperfleet.io", resource: "runnerjobs", namespace: "ci", allowed: true},
+		{verb: "patch", group: "hypervisor.hyperfleet.io", resource: "runnerjobs", namespace: "ci", allowed: true},
+		{verb: "delete", group: "hypervisor.hyperfleet.io", resource: "runnerjobs", namespace: "ci", allowed: true},
+		{verb: "update", group: "hypervisor.hyperfleet.io", resource: "runnerjobs", namespace: "ci", allowed: false},
 		// Never a cluster-wide Secret list or watch: Secrets elsewhere are read with a GET.
 		{verb: "get", resource: "secrets", namespace: "desks", allowed: true},
 		{verb: "list", resource: "secrets", namespace: "desks", allowed: false},

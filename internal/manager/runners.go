@@ -51,12 +51,14 @@ func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
 }
 
 // setupRunners registers the RunnerPool reconciler and the webhook
-// receiver that feeds it.
+// receiver that feeds it. The receiver runs on every replica and records
+// each delivery as a RunnerJob before answering; the reconciler (leader
+// only) scales from those records.
 func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) error {
 	ro := o.Runners
 	r := &runnerpool.Reconciler{
 		Client: mgr.GetClient(), Secrets: secrets, GitHub: github.NewClients(), RateLimiter: github.DefaultRateLimiter(),
-		GitHubTimeout: ro.GitHubTimeout, Demand: runnerpool.NewDemand(), Recorder: mgr.GetEventRecorder("runnerpool"),
+		GitHubTimeout: ro.GitHubTimeout, Recorder: mgr.GetEventRecorder("runnerpool"),
 		Runner: ro.Runner, AgentPath: ro.AgentPath, SyncInterval: ro.SyncInterval, FinalizationTimeout: o.FinalizationTimeout,
 		Clock: ro.Clock,
 	}

@@ -27,8 +27,8 @@ func TestEveryCRDIsEstablished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(crds) != 7 {
-		t.Fatalf("want 7 CRDs (4 hypervisor, 1 cyberdesk, 2 hourglass), got %d", len(crds))
+	if len(crds) != 8 {
+		t.Fatalf("want 8 CRDs (5 hypervisor, 1 cyberdesk, 2 hourglass), got %d", len(crds))
 	}
 	for _, want := range crds {
 		got := &apiextensionsv1.CustomResourceDefinition{}
@@ -59,7 +59,7 @@ func TestCRDsAreSelfDescribing(t *testing.T) {
 			t.Errorf("%s has no short names", c.Name)
 		}
 		for _, v := range c.Spec.Versions {
-			if v.Subresources == nil || v.Subresources.Status == nil {
+			if (v.Subresources == nil || v.Subresources.Status == nil) && !crd.IsRecord(c.Name) {
 				t.Errorf("%s/%s has no status subresource", c.Name, v.Name)
 			}
 			if len(v.AdditionalPrinterColumns) < 3 {
@@ -71,7 +71,7 @@ func TestCRDsAreSelfDescribing(t *testing.T) {
 				t.Errorf("%s: field %s has no description (kubectl explain would show nothing)", c.Spec.Names.Kind, p)
 			}
 			for _, cond := range []string{"observedGeneration", "conditions"} {
-				if _, ok := status.Properties[cond]; !ok {
+				if _, ok := status.Properties[cond]; !ok && !crd.IsRecord(c.Name) {
 					t.Errorf("%s status lacks %s", c.Spec.Names.Kind, cond)
 				}
 			}

@@ -34,3 +34,13 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	}
 	return crds, nil
 }
+
+// records are the kinds the operator keeps as its own records, not desired
+// state anyone applies: RunnerJob (one per GitHub job, runner demand that
+// survives restarts). A record has no conditions and no status subresource
+// (its state is written with it, in one request), kstatus reads it as
+// Current, and Argo CD needs no health check for it.
+var records = map[string]bool{"runnerjobs.hypervisor.hyperfleet.io": true}
+
+// IsRecord reports whether the CRD named name is an operator record.
+func IsRecord(name string) bool { return records[name] }

@@ -11,7 +11,7 @@
 // JobEvent is the demand GitHub reports for one workflow job, in one shape
 // whichever way it arrived: a workflow_job webhook delivery (the receiver in
 // providers/github/webhook parses one) or a poll of a repository's queued
-// jobs (QueuedJobs, then QueuedJob.Event), the fallback for lost deliveries.
+// jobs (ActiveJobs, then ListedJob.Event; GetJob to confirm one), the fallback for lost deliveries.
 //
 // Every Client of the process shares one RateLimiter (DefaultRateLimiter
 // unless Config says otherwise). It learns each credential's budget from the

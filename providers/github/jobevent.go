@@ -14,7 +14,7 @@ const (
 
 // JobEvent is the demand GitHub reports for one workflow job: what a
 // workflow_job webhook delivery says (providers/github/webhook parses one),
-// or what a poll of the queued jobs found (QueuedJob.Event). Both sources
+// or what a poll of the active jobs found (ListedJob.Event). Both sources
 // produce this one type, so whoever scales on demand reads one shape and
 // imports nothing of the receiver.
 type JobEvent struct {
@@ -31,8 +31,9 @@ type JobEvent struct {
 	Owner, Repository, Organization string
 }
 
-// Event is a polled queued job as the demand it stands for: a "queued"
-// event of the scope's repository, as its webhook delivery would have said.
-func (j QueuedJob) Event(scope Scope) JobEvent {
-	return JobEvent{Action: JobQueued, ID: j.ID, RunID: j.RunID, Labels: j.Labels, Owner: scope.Owner, Repository: scope.Repository}
+// Event is a listed job as the demand it stands for: the workflow_job
+// delivery its status would have produced.
+func (j ListedJob) Event() JobEvent {
+	return JobEvent{Action: j.Action(), ID: j.ID, RunID: j.RunID, Labels: j.Labels, RunnerName: j.RunnerName,
+		Owner: j.Owner, Repository: j.Repository}
 }

@@ -24,6 +24,8 @@ const (
 	opListRunnerGroups        = "list_runner_groups"
 	opListQueuedRuns          = "list_queued_runs"
 	opListRunJobs             = "list_run_jobs"
+	opGetJob                  = "get_job"
+	opListOrgRepos            = "list_org_repos"
 	opOther                   = "other"
 )
 
@@ -74,6 +76,8 @@ var operations = []struct {
 	{http.MethodGet, regexp.MustCompile(`^/orgs/[^/]+/actions/runner-groups$`), opListRunnerGroups},
 	{http.MethodGet, regexp.MustCompile(`^/repos/[^/]+/[^/]+/actions/runs$`), opListQueuedRuns},
 	{http.MethodGet, regexp.MustCompile(`^/repos/[^/]+/[^/]+/actions/runs/\d+/jobs$`), opListRunJobs},
+	{http.MethodGet, regexp.MustCompile(`^/repos/[^/]+/[^/]+/actions/jobs/\d+$`), opGetJob},
+	{http.MethodGet, regexp.MustCompile(`^/orgs/[^/]+/repos$`), opListOrgRepos},
 }
 
 func operation(r *http.Request) string {

@@ -3,10 +3,8 @@ package runnerpool
 import (
 	"strings"
 	"testing"
-	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
@@ -58,33 +56,6 @@ func TestMatchPool(t *testing.T) {
 	other := github.JobEvent{ID: 2, Owner: "evil", Organization: "evil", Repository: "widgets", Labels: []string{"self-hosted"}}
 	if p, ok := MatchPool(pools, other); ok {
 		t.Errorf("a job of another owner went to %s", p.Name)
-	}
-}
-
-func TestDemandIsIdempotentPerJob(t *testing.T) {
-	d := NewDemand()
-	pool := types.NamespacedName{Namespace: "ci", Name: "p"}
-	now := time.Unix(1000, 0)
-	queued := github.JobEvent{ID: 7, Action: github.JobQueued}
-	if changed, _ := d.Record(pool, queued, now); !changed || d.Queued(pool) != 1 {
-		t.Fatal("the first queued event must count")
-	}
-	if changed, _ := d.Record(pool, queued, now); changed || d.Queued(pool) != 1 {
-		t.Fatal("a redelivered queued event must not count twice")
-	}
-	taken := github.JobEvent{ID: 7, Action: github.JobInProgress}
-	changed, waited := d.Record(pool, taken, now.Add(42*time.Second))
-	if !changed || waited != 42*time.Second || d.Queued(pool) != 0 {
-		t.Fatalf("in_progress: changed %v waited %s queued %d", changed, waited, d.Queued(pool))
-	}
-	if changed, _ := d.Record(pool, queued, now); changed || d.Queued(pool) != 0 {
-		t.Fatal("a late queued event for a taken job must not count")
-	}
-	if !d.Sync(pool, []int64{8, 9}, now) || d.Queued(pool) != 2 {
-		t.Fatal("polled jobs the webhooks missed must count")
-	}
-	if !d.Sync(pool, []int64{9}, now) || d.Queued(pool) != 1 {
-		t.Fatal("a queued job GitHub no longer lists must stop counting")
 	}
 }
 

@@ -18,10 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
-	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
@@ -50,9 +47,13 @@ type Reconciler struct {
 	RateLimiter *github.RateLimiter
 	// GitHubTimeout bounds one GitHub request (30 s).
 	GitHubTimeout time.Duration
-	Demand        *Demand
-	Recorder      events.EventRecorder
-	Clock         clock.Clock
+	// Demand records the jobs GitHub announces as RunnerJobs; nil: one on
+	// the manager's client and APIReader.
+	Demand *Demand
+	// JobRetention keeps finished RunnerJobs as tombstones (1 h).
+	JobRetention time.Duration
+	Recorder     events.EventRecorder
+	Clock        clock.Clock
 	// Runner says which actions runner the agents install.
 	Runner RunnerSettings
 	// AgentPath is the bootstrap agent's path in the runner images.
@@ -63,7 +64,6 @@ type Reconciler struct {
 	FinalizationTimeout     time.Duration
 	MaxConcurrentReconciles int
 
-	wake  chan event.GenericEvent
 	mu    sync.Mutex
 	pools map[types.NamespacedName]*poolMemory
 }
@@ -84,10 +84,12 @@ type poolMemory struct {
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/finalizers,verbs=update
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 
 // SetupWithManager registers the reconciler, its metrics and its watches:
-// the pool, its MachineClaims, and the webhook's demand events.
+// the pool, its MachineClaims, and its RunnerJobs (the demand any
+// replica's webhook receiver, or the poll, records).
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Clock == nil {
 		r.Clock = clock.RealClock{}
@@ -108,45 +110,18 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 4
 	}
 	if r.Demand == nil {
-		r.Demand = NewDemand()
+		r.Demand = &Demand{Client: mgr.GetClient(), Reader: mgr.GetAPIReader()}
 	}
-	r.wake = make(chan event.GenericEvent, 1024)
+	if r.JobRetention == 0 {
+		r.JobRetention = DefaultJobRetention
+	}
 	registerMetrics()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.RunnerPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&hypervisorv1alpha1.MachineClaim{}).
-		WatchesRawSource(source.Channel(r.wake, &handler.EnqueueRequestForObject{})).
+		Owns(&hypervisorv1alpha1.RunnerJob{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
-}
-
-// HandleJob is the webhook receiver's handler: it finds the pool for a
-// workflow_job, records the job's progress, and wakes the pool.
-func (r *Reconciler) HandleJob(ctx context.Context, job github.JobEvent) error {
-	var pools hypervisorv1alpha1.RunnerPoolList
-	if err := r.Client.List(ctx, &pools); err != nil {
-		return fmt.Errorf("listing RunnerPools: %w", err)
-	}
-	pool, ok := MatchPool(pools.Items, job)
-	if !ok {
-		ctrl.LoggerFrom(ctx).V(1).Info("No RunnerPool serves this job", "job", job.ID, "repository", job.Owner+"/"+job.Repository, "labels", job.Labels)
-		return nil
-	}
-	if webhookScalingOff(pool) {
-		return nil
-	}
-	key := client.ObjectKeyFromObject(pool)
-	changed, waited := r.Demand.Record(key, job, r.Clock.Now())
-	if waited > 0 {
-		queueLatency.WithLabelValues(key.String()).Observe(waited.Seconds())
-	}
-	if changed {
-		select {
-		case r.wake <- event.GenericEvent{Object: pool}:
-		default: // a wake-up is already queued; the pool re-reads everything anyway
-		}
-	}
-	return nil
 }
 
 func webhookScalingOff(pool *hypervisorv1alpha1.RunnerPool) bool {
@@ -172,7 +147,6 @@ func (r *Reconciler) forget(key types.NamespacedName) {
 	r.mu.Lock()
 	delete(r.pools, key)
 	r.mu.Unlock()
-	r.Demand.Forget(key)
 	runnerCounts.set(key, nil)
 	r.GitHub.Forget(key.String())
 }
@@ -204,7 +178,8 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.observeRunners, r.pollQueuedJobs, r.retireFinished, r.scale)
+	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.observeRunners,
+		r.readJobs, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale)
 }
 
 // client returns the GitHub client and scope of a pool.

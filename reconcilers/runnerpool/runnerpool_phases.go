@@ -54,6 +54,8 @@ type scope struct {
 	runners   []github.Runner
 	// obs is the pool's runners as observeRunners sorted them.
 	obs *observed
+	// demand is the pool's recorded jobs (readJobs), as the poll left them.
+	demand *poolDemand
 	// pendingDereg counts registrations retireFinished could not remove yet.
 	pendingDereg int
 	// scaled is what scale decided, with the demand it scaled for; nil
@@ -172,7 +174,7 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 	// The status counts and the gauge describe the demand as it stands
 	// once scale has acted on it.
 	defer func() {
-		s.scaled.queued = r.Demand.Queued(s.key)
+		s.scaled.queued = s.demand.queued
 		runnerCounts.set(s.key, map[string]int{
 			StatePending: len(obs.pending), StateIdle: len(obs.idle), StateBusy: len(obs.busy), StateDeregistering: s.pendingDereg,
 		})
@@ -190,7 +192,7 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 			made++
 		}
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledUp", "Scale", "Scaling up from %d to %d runners (%d busy, %d jobs queued)",
-			current, current+made, len(obs.busy), r.Demand.Queued(s.key))
+			current, current+made, len(obs.busy), s.demand.queued)
 		after = 2 * time.Second
 	case current > desired:
 		removed := r.scaleDown(ctx, s, s.gh, s.gscope, obs, current-desired)
@@ -284,43 +286,6 @@ func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, er
 	return skeleton.Stop(), nil
 }
 
-// pollQueuedJobs is the fallback for lost webhook deliveries: every
-// pollInterval a repository pool lists the repository's queued jobs, keeps
-// those that would be routed to it, and makes its demand match. A failed
-// poll is only logged: webhooks still scale the pool.
-func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Result, error) {
-	gh, gscope := s.gh, s.gscope
-	interval := time.Minute
-	if w := s.pool.Spec.WebhookScaling; w != nil && w.PollInterval != nil {
-		interval = w.PollInterval.Duration
-	}
-	if !gscope.IsRepository() || interval <= 0 || s.now.Sub(s.mem.lastPoll) < interval {
-		return skeleton.Continue(), nil
-	}
-	jobs, err := gh.QueuedJobs(ctx, gscope)
-	if err != nil {
-		ctrl.LoggerFrom(ctx).V(1).Info("Polling queued jobs failed; webhooks still scale the pool", "error", err.Error())
-		return skeleton.Continue(), nil
-	}
-	s.mem.lastPoll = s.now
-	var pools hypervisorv1alpha1.RunnerPoolList
-	if err := r.Client.List(ctx, &pools); err != nil {
-		return skeleton.Continue(), nil
-	}
-	key := client.ObjectKeyFromObject(s.pool)
-	var mine []int64
-	for _, j := range jobs {
-		job := j.Event(gscope)
-		if p, ok := MatchPool(pools.Items, job); ok && client.ObjectKeyFromObject(p) == key {
-			mine = append(mine, j.ID)
-		}
-	}
-	if r.Demand.Sync(key, mine, s.now) {
-		ctrl.LoggerFrom(ctx).V(1).Info("Polled queued jobs changed the pool's demand", "queued", len(mine))
-	}
-	return skeleton.Continue(), nil
-}
-
 // observe sorts the pool's claims by what GitHub says of their runners.
 func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim, runners []github.Runner) observed {
 	pool := s.pool
@@ -387,15 +352,15 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 	return obs
 }
 
-// desired is the runner count the pool scales to: the floor, raised by busy
-// runners plus queued jobs, within min and max.
+// desired is the runner count the pool scales to: the floor, raised by
+// what the recorded demand needs (poolDemand.want), within min and max.
 func (r *Reconciler) desired(s *scope, obs observed) int {
 	spec := s.pool.Spec
 	floor := int(spec.MinReplicas)
 	if spec.Replicas != nil {
 		floor = int(*spec.Replicas)
 	}
-	want := max(floor, len(obs.busy)+r.Demand.Queued(client.ObjectKeyFromObject(s.pool)))
+	want := max(floor, s.demand.want(obs.busy))
 	return max(min(want, int(spec.MaxReplicas)), int(spec.MinReplicas))
 }
 

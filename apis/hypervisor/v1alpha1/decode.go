@@ -14,6 +14,7 @@ type (
 	hypervisorMachineTemplateJSON HypervisorMachineTemplate
 	machineClaimJSON              MachineClaim
 	runnerPoolJSON                RunnerPool
+	runnerJobJSON                 RunnerJob
 )
 
 // UnmarshalJSON decodes a stored HypervisorCluster, tolerating undecodable fields.
@@ -37,5 +38,11 @@ func (o *MachineClaim) UnmarshalJSON(b []byte) (err error) {
 // UnmarshalJSON decodes a stored RunnerPool, tolerating undecodable fields.
 func (o *RunnerPool) UnmarshalJSON(b []byte) (err error) {
 	o.DecodeFailures, err = meta.UnmarshalTolerant(b, (*runnerPoolJSON)(o))
+	return err
+}
+
+// UnmarshalJSON decodes a stored RunnerJob, tolerating undecodable fields.
+func (o *RunnerJob) UnmarshalJSON(b []byte) (err error) {
+	o.DecodeFailures, err = meta.UnmarshalTolerant(b, (*runnerJobJSON)(o))
 	return err
 }

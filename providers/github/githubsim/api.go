@@ -35,6 +35,8 @@ const (
 
 	EndpointRepoListRuns    = "GET /repos/{owner}/{repo}/actions/runs"
 	EndpointRepoListRunJobs = "GET /repos/{owner}/{repo}/actions/runs/{run_id}/jobs"
+	EndpointRepoGetJob      = "GET /repos/{owner}/{repo}/actions/jobs/{job_id}"
+	EndpointOrgListRepos    = "GET /orgs/{org}/repos"
 
 	// EndpointUnknown counts requests for anything else (answered 404).
 	EndpointUnknown = "unknown"
@@ -76,6 +78,8 @@ func (s *Server) apiRoutes() *http.ServeMux {
 	handle(EndpointOrgListRunnerGroups, s.handleListGroups)
 	handle(EndpointRepoListRuns, s.handleListRuns)
 	handle(EndpointRepoListRunJobs, s.handleListRunJobs)
+	handle(EndpointRepoGetJob, s.handleGetJob)
+	handle(EndpointOrgListRepos, s.handleListOrgRepos)
 	mux.Handle("/", s.endpoint(EndpointUnknown, func(*reqCtx) (int, any, *apiError) { return 0, nil, notFound() }))
 	return mux
 }

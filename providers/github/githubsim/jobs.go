@@ -12,6 +12,9 @@ const (
 	JobQueued     = "queued"
 	JobInProgress = "in_progress"
 	JobCompleted  = "completed"
+	// JobWaiting: the job waits for an environment's approval
+	// (ApproveJob); no runner takes it until then.
+	JobWaiting = "waiting"
 )
 
 // JobSpec describes a job to queue.
@@ -27,6 +30,12 @@ type JobSpec struct {
 	// Workflow and Name, for the payloads; defaults "CI" and "build".
 	Workflow string `json:"workflow,omitempty"`
 	Name     string `json:"name,omitempty"`
+	// Matrix is how many jobs the run has (a matrix); default 1. They share
+	// the run, labels and duration; their names get " (i)".
+	Matrix int `json:"matrix,omitempty"`
+	// Waiting: the jobs wait for an environment's approval (ApproveJob)
+	// before they are queued, as with a protected environment.
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // Job is a workflow job as the simulator holds it.
@@ -64,16 +73,29 @@ func (s *Server) QueueJob(repo string, labels []string) (int64, error) {
 	return s.QueueJobSpec(JobSpec{Repo: repo, Labels: labels})
 }
 
-// QueueJobSpec queues a job described by spec and returns its ID.
+// QueueJobSpec queues a job described by spec and returns its ID (the
+// first one's, for a matrix).
 func (s *Server) QueueJobSpec(spec JobSpec) (int64, error) {
+	ids, err := s.QueueRun(spec)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// QueueRun starts a workflow run of spec.Matrix jobs (at least one) and
+// returns their IDs. Each is announced by a "queued" delivery, or "waiting"
+// when spec.Waiting; idle online runners whose labels cover a queued job
+// take it at once.
+func (s *Server) QueueRun(spec JobSpec) ([]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.kit.Closed() {
-		return 0, fmt.Errorf("githubsim: closed")
+		return nil, fmt.Errorf("githubsim: closed")
 	}
 	repo := s.repos[strings.ToLower(spec.Repo)]
 	if repo == nil {
-		return 0, fmt.Errorf("githubsim: no repository %q", spec.Repo)
+		return nil, fmt.Errorf("githubsim: no repository %q", spec.Repo)
 	}
 	if spec.Duration <= 0 {
 		spec.Duration = s.jobDuration
@@ -87,22 +109,52 @@ func (s *Server) QueueJobSpec(spec JobSpec) (int64, error) {
 	if spec.Name == "" {
 		spec.Name = "build"
 	}
-	j := &jobState{
-		Job: Job{
-			ID: s.nextJobID, RunID: s.nextRunID, Repo: repo.fullName(), Labels: append([]string(nil), spec.Labels...),
-			Status: JobQueued, Duration: spec.Duration, Workflow: spec.Workflow, Name: spec.Name, CreatedAt: s.clock.Now().UTC(),
-		},
-		repo:       repo,
-		conclusion: spec.Conclusion,
-		headSHA:    randomAlnum(40, "0123456789abcdef"),
+	n := max(spec.Matrix, 1)
+	status := JobQueued
+	if spec.Waiting {
+		status = JobWaiting
 	}
-	s.nextJobID++
+	runID := s.nextRunID
 	s.nextRunID++
-	s.jobs[j.ID] = j
-	s.jobOrder = append(s.jobOrder, j.ID)
-	s.enqueueJobEvent(j, "queued")
+	headSHA := randomAlnum(40, "0123456789abcdef")
+	ids := make([]int64, 0, n)
+	for i := range n {
+		name := spec.Name
+		if n > 1 {
+			name = fmt.Sprintf("%s (%d)", spec.Name, i+1)
+		}
+		j := &jobState{
+			Job: Job{
+				ID: s.nextJobID, RunID: runID, Repo: repo.fullName(), Labels: append([]string(nil), spec.Labels...),
+				Status: status, Duration: spec.Duration, Workflow: spec.Workflow, Name: name, CreatedAt: s.clock.Now().UTC(),
+			},
+			repo:       repo,
+			conclusion: spec.Conclusion,
+			headSHA:    headSHA,
+		}
+		s.nextJobID++
+		s.jobs[j.ID] = j
+		s.jobOrder = append(s.jobOrder, j.ID)
+		s.enqueueJobEvent(j, status)
+		ids = append(ids, j.ID)
+	}
 	s.dispatchLocked()
-	return j.ID, nil
+	return ids, nil
+}
+
+// ApproveJob approves a waiting job's environment: it turns queued (a
+// "queued" delivery) and may be taken by a runner.
+func (s *Server) ApproveJob(id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if j == nil || j.Status != JobWaiting {
+		return fmt.Errorf("githubsim: no waiting job %d", id)
+	}
+	j.Status = JobQueued
+	s.enqueueJobEvent(j, JobQueued)
+	s.dispatchLocked()
+	return nil
 }
 
 // SetJobDuration changes the default duration of jobs queued from now on.

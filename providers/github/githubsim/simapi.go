@@ -31,6 +31,8 @@ const (
 	// SimQueueJob queues a job: {"repo", "labels", "duration": "30s",
 	// "conclusion", "workflow", "name"}; answers 201 with the Job.
 	SimQueueJob = "POST /_sim/jobs"
+	// SimApproveJob approves a waiting job's environment; answers 204.
+	SimApproveJob = "POST /_sim/jobs/{id}/approve"
 	// SimListDeliveries answers every webhook Delivery.
 	SimListDeliveries = "GET /_sim/deliveries"
 	// SimRedeliver redelivers one: answers 202 with {"id": the new delivery's ID}.
@@ -103,6 +105,17 @@ func (s *Server) simRoutes() *http.ServeMux {
 		}
 		job, _ := s.Job(id)
 		answer(w, http.StatusCreated, job, nil)
+	})
+	mux.HandleFunc(SimApproveJob, func(w http.ResponseWriter, r *http.Request) {
+		id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+		if err == nil {
+			err = s.ApproveJob(id)
+		}
+		if err != nil {
+			answer(w, 0, nil, errf(http.StatusNotFound, "no waiting job %q", r.PathValue("id")))
+			return
+		}
+		answer(w, http.StatusNoContent, nil, nil)
 	})
 	mux.HandleFunc(SimListDeliveries, func(w http.ResponseWriter, _ *http.Request) {
 		answer(w, http.StatusOK, nonNil(s.Deliveries()), nil)

@@ -188,13 +188,64 @@ func Sign(secret string, body []byte) string {
 // workflowJobPayload is a workflow_job event as GitHub sends it. The caller
 // holds s.mu.
 func (s *Server) workflowJobPayload(j *jobState, action string) map[string]any {
-	api := strings.TrimSuffix(s.kit.URL(), "/")
+	api, web := s.urls()
+	repo := j.repo
+	full := repo.fullName()
+	job := s.jobWire(j)
+	ownerType := "User"
+	if repo.org != nil {
+		ownerType = "Organization"
+	}
+	owner := map[string]any{
+		"login": repo.owner, "id": ownerID(repo), "node_id": "O_kgDO" + strconv.FormatInt(ownerID(repo), 36),
+		"type": ownerType, "site_admin": false,
+		"url": api + "/users/" + repo.owner, "html_url": web + "/" + repo.owner,
+	}
+	payload := map[string]any{
+		"action":       action,
+		"workflow_job": job,
+		"repository": map[string]any{
+			"id": repo.id, "node_id": "R_kgDO" + strconv.FormatInt(repo.id, 36), "name": repo.name, "full_name": full,
+			"private": false, "owner": owner, "html_url": web + "/" + full, "url": api + "/repos/" + full,
+			"default_branch": "main", "visibility": "public", "fork": false,
+		},
+		"sender": map[string]any{
+			"login": "octocat", "id": 583231, "node_id": "MDQ6VXNlcjU4MzIzMQ==", "type": "User", "site_admin": false,
+		},
+		"installation": map[string]any{
+			"id": s.opts.InstallationID, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u" + strconv.FormatInt(s.opts.InstallationID, 10),
+		},
+	}
+	if repo.org != nil {
+		payload["organization"] = map[string]any{
+			"login": repo.org.login, "id": repo.org.id, "node_id": "O_kgDO" + strconv.FormatInt(repo.org.id, 36),
+			"url": api + "/orgs/" + repo.org.login, "description": "",
+		}
+	}
+	return payload
+}
+
+func ownerID(repo *repoState) int64 {
+	if repo.org != nil {
+		return repo.org.id
+	}
+	return 1000 + int64(len(repo.owner))
+}
+
+// urls are the API and web base URLs the payloads link to.
+func (s *Server) urls() (api, web string) {
+	api = strings.TrimSuffix(s.kit.URL(), "/")
 	if api == "" {
 		api = "https://api.github.com"
 	}
-	web := api
-	repo := j.repo
-	full := repo.fullName()
+	return api, api
+}
+
+// jobWire is a workflow job as GitHub's REST API and workflow_job payloads
+// show it. The caller holds s.mu.
+func (s *Server) jobWire(j *jobState) map[string]any {
+	api, web := s.urls()
+	full := j.repo.fullName()
 	ts := func(t time.Time) any {
 		if t.IsZero() {
 			return nil
@@ -241,42 +292,5 @@ func (s *Server) workflowJobPayload(j *jobState, action string) map[string]any {
 			"started_at": ts(j.StartedAt), "completed_at": ts(j.CompletedAt),
 		}}
 	}
-	ownerType := "User"
-	if repo.org != nil {
-		ownerType = "Organization"
-	}
-	owner := map[string]any{
-		"login": repo.owner, "id": ownerID(repo), "node_id": "O_kgDO" + strconv.FormatInt(ownerID(repo), 36),
-		"type": ownerType, "site_admin": false,
-		"url": api + "/users/" + repo.owner, "html_url": web + "/" + repo.owner,
-	}
-	payload := map[string]any{
-		"action":       action,
-		"workflow_job": job,
-		"repository": map[string]any{
-			"id": repo.id, "node_id": "R_kgDO" + strconv.FormatInt(repo.id, 36), "name": repo.name, "full_name": full,
-			"private": false, "owner": owner, "html_url": web + "/" + full, "url": api + "/repos/" + full,
-			"default_branch": "main", "visibility": "public", "fork": false,
-		},
-		"sender": map[string]any{
-			"login": "octocat", "id": 583231, "node_id": "MDQ6VXNlcjU4MzIzMQ==", "type": "User", "site_admin": false,
-		},
-		"installation": map[string]any{
-			"id": s.opts.InstallationID, "node_id": "MDIzOkludGVncmF0aW9uSW5zdGFsbGF0aW9u" + strconv.FormatInt(s.opts.InstallationID, 10),
-		},
-	}
-	if repo.org != nil {
-		payload["organization"] = map[string]any{
-			"login": repo.org.login, "id": repo.org.id, "node_id": "O_kgDO" + strconv.FormatInt(repo.org.id, 36),
-			"url": api + "/orgs/" + repo.org.login, "description": "",
-		}
-	}
-	return payload
-}
-
-func ownerID(repo *repoState) int64 {
-	if repo.org != nil {
-		return repo.org.id
-	}
-	return 1000 + int64(len(repo.owner))
+	return job
 }

@@ -1,6 +1,9 @@
 // Package webhook receives GitHub's webhook deliveries for the RunnerPool
 // autoscaler: POST /github/webhook, signature checked against the secret,
-// answered at once, and the work done from a queue, once per delivery. A
+// and the delivery's workflow_job handed to the Handler before it is
+// answered, so a 2xx means the demand is recorded (in the API server) and
+// an error answers 5xx, which GitHub shows as a failed delivery to
+// redeliver. Nothing accepted lives only in this process's memory. A
 // workflow_job delivery reaches the Handler as a github.JobEvent, the
 // provider's demand type, so the autoscaler that consumes it depends on the
 // provider and not on this receiver.
@@ -34,14 +37,15 @@ const (
 	ResultUnauthorized = "unauthorized"
 	ResultBadRequest   = "bad_request"
 	ResultTooLarge     = "too_large"
-	ResultQueueFull    = "queue_full"
-	ResultError        = "error"
+	// ResultQueueFull: every handler slot stayed busy; answered 503.
+	ResultQueueFull = "queue_full"
+	ResultError     = "error"
 )
 
 var (
 	deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "hyperfleet_webhook_deliveries_total",
-		Help: "GitHub webhook deliveries received, by event and result (accepted, duplicate, ignored, unauthorized, bad_request, too_large, queue_full, error).",
+		Help: "GitHub webhook deliveries received, by event and result (accepted, duplicate, ignored, unauthorized, bad_request, too_large, queue_full, error: not recorded).",
 	}, []string{"event", "result"})
 )
 
@@ -53,8 +57,10 @@ func init() { metrics.Registry.MustRegister(deliveries) }
 // effect without a restart. It must not be logged.
 type SecretFunc func(ctx context.Context) ([]byte, error)
 
-// Handler does the work of one accepted workflow_job delivery. It runs on
-// the receiver's worker, never on the HTTP request.
+// Handler records one workflow_job delivery. It runs before the delivery
+// is answered: nil answers 202, an error 503 (GitHub redelivers on request).
+// It must be idempotent: GitHub may deliver the same job event twice, to
+// any replica.
 type Handler func(ctx context.Context, job github.JobEvent) error
 
 // Receiver is the webhook HTTP server, a manager Runnable.
@@ -68,12 +74,20 @@ type Receiver struct {
 	// MaxBodyBytes bounds a delivery (default 1 MiB; workflow_job payloads
 	// are a few KiB). Larger bodies get 413.
 	MaxBodyBytes int64
-	// QueueSize bounds deliveries waiting for the worker (default 10000).
-	QueueSize int
-	Log       logr.Logger
+	// MaxInFlight bounds deliveries handled at once (default 64); one
+	// arriving when all are busy waits up to SlotWait, then gets 503.
+	MaxInFlight int
+	// SlotWait bounds that wait (default 5 s, well inside GitHub's 10 s).
+	SlotWait time.Duration
+	// HandleTimeout bounds one Handler call (default 8 s).
+	HandleTimeout time.Duration
+	// ShutdownTimeout bounds the graceful shutdown: the server stops
+	// accepting and the deliveries in flight finish (default 15 s).
+	ShutdownTimeout time.Duration
+	Log             logr.Logger
 
 	once    sync.Once
-	queue   chan github.JobEvent
+	slots   chan struct{}
 	seen    *recent
 	handler http.Handler
 }
@@ -83,10 +97,19 @@ func (r *Receiver) init() {
 		if r.MaxBodyBytes <= 0 {
 			r.MaxBodyBytes = 1 << 20
 		}
-		if r.QueueSize <= 0 {
-			r.QueueSize = 10000
+		if r.MaxInFlight <= 0 {
+			r.MaxInFlight = 64
 		}
-		r.queue = make(chan github.JobEvent, r.QueueSize)
+		if r.SlotWait <= 0 {
+			r.SlotWait = 5 * time.Second
+		}
+		if r.HandleTimeout <= 0 {
+			r.HandleTimeout = 8 * time.Second
+		}
+		if r.ShutdownTimeout <= 0 {
+			r.ShutdownTimeout = 15 * time.Second
+		}
+		r.slots = make(chan struct{}, r.MaxInFlight)
 		r.seen = newRecent(100000, 24*time.Hour)
 		mux := http.NewServeMux()
 		mux.HandleFunc(Path, r.serve)
@@ -100,16 +123,16 @@ func (r *Receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	r.handler.ServeHTTP(w, req)
 }
 
-// NeedLeaderElection: only the leader scales pools, so only it listens.
-// The webhook Service selects every ready replica, so with two replicas some
-// deliveries reach a follower and fail; GitHub shows them as failed, and the
-// pools' polling fallback makes up for them (see docs/install.md).
-func (r *Receiver) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is false: every replica receives and records
+// deliveries, so the webhook Service may spread over all of them and no
+// delivery reaches a replica that refuses it, even in a failover (the
+// leader only reads the records).
+func (r *Receiver) NeedLeaderElection() bool { return false }
 
-// Start serves until ctx ends and runs the worker that handles deliveries.
+// Start serves until ctx ends, then shuts down gracefully: it stops
+// accepting, and the deliveries in flight are recorded and answered.
 func (r *Receiver) Start(ctx context.Context) error {
 	r.init()
-	go r.work(ctx)
 	if r.Addr == "" || r.Addr == "0" {
 		<-ctx.Done()
 		return nil
@@ -119,16 +142,24 @@ func (r *Receiver) Start(ctx context.Context) error {
 		return fmt.Errorf("webhook receiver: listening on %s: %w", r.Addr, err)
 	}
 	srv := &http.Server{Handler: r.handler, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	drained := make(chan struct{})
 	go func() { //nolint:gosec // the shutdown outlives ctx by design: it starts when ctx ends
+		defer close(drained)
 		<-ctx.Done()
-		shutdown, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		shutdown, cancel := context.WithTimeout(context.Background(), r.ShutdownTimeout)
 		defer cancel()
-		_ = srv.Shutdown(shutdown)
+		if err := srv.Shutdown(shutdown); err != nil {
+			r.Log.Error(err, "Deliveries still in flight at the end of the graceful shutdown; GitHub shows them failed")
+		}
 	}()
 	r.Log.Info("Receiving GitHub webhook deliveries", "address", ln.Addr().String(), "path", Path)
 	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
+	// Serve returns as soon as Shutdown closes the listener; the records in
+	// flight are still being made, and the manager must not stop the
+	// caches and clients under them.
+	<-drained
 	return nil
 }
 
@@ -188,26 +219,43 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusOK, ResultDuplicate, "duplicate delivery")
 		return
 	}
-	select {
-	case r.queue <- job:
-		answer(http.StatusAccepted, ResultAccepted, "accepted")
-	default:
+	if !r.acquire(req.Context()) {
 		r.seen.forget(delivery) // let a redelivery try again
 		answer(http.StatusServiceUnavailable, ResultQueueFull, "busy, redeliver later")
+		return
 	}
+	defer func() { <-r.slots }()
+	// The record is made even if GitHub hangs up first (it then shows a
+	// timeout and may redeliver, which the handler deduplicates) and even
+	// while the process shuts down: the graceful shutdown waits for it.
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(req.Context()), r.HandleTimeout)
+	defer cancel()
+	if err := r.Handle(hctx, job); err != nil {
+		r.seen.forget(delivery)
+		r.Log.Error(err, "Recording a workflow_job delivery failed; answered 503 so it can be redelivered",
+			"delivery", delivery, "job", job.ID, "action", string(job.Action))
+		answer(http.StatusServiceUnavailable, ResultError, "not recorded, redeliver later")
+		return
+	}
+	answer(http.StatusAccepted, ResultAccepted, "accepted")
 }
 
-func (r *Receiver) work(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case job := <-r.queue:
-			if err := r.Handle(ctx, job); err != nil {
-				r.Log.Error(err, "Handling a workflow_job delivery failed", "delivery", job.Delivery, "job", job.ID, "action", string(job.Action))
-			}
-		}
+// acquire takes a handler slot, waiting at most SlotWait.
+func (r *Receiver) acquire(ctx context.Context) bool {
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	default:
 	}
+	t := time.NewTimer(r.SlotWait)
+	defer t.Stop()
+	select {
+	case r.slots <- struct{}{}:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	return false
 }
 
 // recent remembers delivery IDs for a while, bounded in count, so a

@@ -3,15 +3,19 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"errors"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
@@ -195,4 +199,107 @@ func FuzzParseWorkflowJob(f *testing.F) {
 			t.Fatalf("accepted an incomplete job: %+v", j)
 		}
 	})
+}
+
+// A delivery is answered 2xx only once the handler recorded it; a failed
+// record answers 503 and the same delivery, redelivered, is tried again.
+func TestUnrecordedDeliveryIsRefusedAndRedeliverable(t *testing.T) {
+	rec := &recorder{}
+	fail := true
+	var mu sync.Mutex
+	r := &Receiver{
+		Secret: func(context.Context) ([]byte, error) { return secret, nil },
+		Handle: func(ctx context.Context, j github.JobEvent) error {
+			mu.Lock()
+			defer mu.Unlock()
+			if fail {
+				return errors.New("the API server is unreachable")
+			}
+			return rec.handle(ctx, j)
+		},
+		Log: logr.Discard(),
+	}
+	body := []byte(queuedPayload)
+	if w := deliver(r, "workflow_job", "x-1", body, Sign(secret, body)); w.Code != http.StatusServiceUnavailable {
+		t.Fatalf("unrecorded delivery answered %d, want 503", w.Code)
+	}
+	mu.Lock()
+	fail = false
+	mu.Unlock()
+	if w := deliver(r, "workflow_job", "x-1", body, Sign(secret, body)); w.Code != http.StatusAccepted || rec.count() != 1 {
+		t.Fatalf("redelivery answered %d with %d recorded, want 202 and 1", w.Code, rec.count())
+	}
+}
+
+// Every replica receives: the receiver needs no leadership.
+func TestEveryReplicaReceives(t *testing.T) {
+	if (&Receiver{}).NeedLeaderElection() {
+		t.Fatal("the receiver waits for leadership; deliveries reaching a follower would be refused")
+	}
+}
+
+// Shutting down stops accepting but lets a delivery in flight be recorded
+// and answered; Start returns only after.
+func TestGracefulShutdownFinishesDeliveriesInFlight(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	entered, release := make(chan struct{}), make(chan struct{})
+	var recorded atomic.Bool
+	r := &Receiver{
+		Addr:   addr,
+		Secret: func(context.Context) ([]byte, error) { return secret, nil },
+		Handle: func(ctx context.Context, _ github.JobEvent) error {
+			close(entered)
+			<-release
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			recorded.Store(true)
+			return nil
+		},
+		Log: logr.Discard(),
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Start(ctx) }()
+	body := []byte(queuedPayload)
+	code := make(chan int, 1)
+	go func() {
+		eventually.True(t, 10*time.Second, "the receiver listening", func() bool {
+			c, err := net.Dial("tcp", addr)
+			if err == nil {
+				_ = c.Close()
+			}
+			return err == nil
+		})
+		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+Path, bytes.NewReader(body))
+		req.Header.Set("X-GitHub-Event", "workflow_job")
+		req.Header.Set("X-GitHub-Delivery", "g-1")
+		req.Header.Set("X-Hub-Signature-256", Sign(secret, body))
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			code <- 0
+			return
+		}
+		_ = res.Body.Close()
+		code <- res.StatusCode
+	}()
+	<-entered
+	cancel() // the manager stops while the delivery is being recorded
+	select {
+	case err := <-stopped:
+		t.Fatalf("Start returned (%v) with a delivery in flight", err)
+	default:
+	}
+	close(release)
+	if c := <-code; c != http.StatusAccepted || !recorded.Load() {
+		t.Fatalf("the delivery in flight at shutdown answered %d, recorded %v; want 202, true", c, recorded.Load())
+	}
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,0 +1,167 @@
+package runnerpool
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/github"
+)
+
+// demandPool makes a RunnerPool (its template does not exist, so the
+// running reconciler leaves its jobs alone) for records to belong to.
+func demandPool(t *testing.T) *hypervisorv1alpha1.RunnerPool {
+	t.Helper()
+	p := &hypervisorv1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "demand", Namespace: testenv.Namespace(t)},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{
+			TemplateRef: meta.LocalObjectReference{Name: "absent"},
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: "acme", Repository: "widgets",
+				CredentialsRef: meta.LocalObjectReference{Name: "absent"}},
+			MaxReplicas: 5,
+		},
+	}
+	if err := testenv.Client().Create(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func getJob(t *testing.T, ns string, id int64) *hypervisorv1alpha1.RunnerJob {
+	t.Helper()
+	j := &hypervisorv1alpha1.RunnerJob{}
+	if err := testenv.Client().Get(context.Background(), client.ObjectKey{Namespace: ns, Name: JobName(id)}, j); err != nil {
+		t.Fatal(err)
+	}
+	return j
+}
+
+// A job is one record whatever reports it how often, and its state only
+// moves forward: a redelivery or a late "queued" changes nothing, a
+// "completed" that arrives first leaves a tombstone a later "queued"
+// cannot revive, and the API server itself refuses a step back.
+func TestRecordDeduplicatesAndOnlyMovesForward(t *testing.T) {
+	ctx := context.Background()
+	pool := demandPool(t)
+	d := &Demand{Client: testenv.Client(), Reader: testenv.Client()}
+	now := time.Unix(1_800_000_000, 0)
+	ev := func(id int64, a github.JobAction, runner string) github.JobEvent {
+		return github.JobEvent{ID: id, RunID: 9, Action: a, Owner: "acme", Repository: "widgets", Labels: []string{"self-hosted"}, RunnerName: runner}
+	}
+	steps := []struct {
+		name    string
+		event   github.JobEvent
+		at      time.Duration
+		changed bool
+		waited  time.Duration
+		state   hypervisorv1alpha1.RunnerJobState
+	}{
+		{"waiting", ev(7, github.JobWaiting, ""), 0, true, 0, hypervisorv1alpha1.JobWaiting},
+		{"approved", ev(7, github.JobQueued, ""), 10 * time.Second, true, 0, hypervisorv1alpha1.JobQueued},
+		{"queued redelivered", ev(7, github.JobQueued, ""), 20 * time.Second, false, 0, hypervisorv1alpha1.JobQueued},
+		{"taken", ev(7, github.JobInProgress, "runner-a"), 52 * time.Second, true, 42 * time.Second, hypervisorv1alpha1.JobInProgress},
+		{"late queued", ev(7, github.JobQueued, ""), 53 * time.Second, false, 0, hypervisorv1alpha1.JobInProgress},
+		{"completed", ev(7, github.JobCompleted, "runner-a"), 60 * time.Second, true, 0, hypervisorv1alpha1.JobCompleted},
+		{"completed first", ev(8, github.JobCompleted, "runner-b"), 0, true, 0, hypervisorv1alpha1.JobCompleted},
+		{"its queued after", ev(8, github.JobQueued, ""), time.Second, false, 0, hypervisorv1alpha1.JobCompleted},
+	}
+	for _, s := range steps {
+		changed, waited, err := d.Record(ctx, pool, s.event, SourceWebhook, now.Add(s.at))
+		if err != nil {
+			t.Fatalf("%s: %v", s.name, err)
+		}
+		got := getJob(t, pool.Namespace, s.event.ID)
+		if changed != s.changed || waited != s.waited || got.Status.State != s.state {
+			t.Errorf("%s: changed %v waited %s state %s; want %v %s %s", s.name, changed, waited, got.Status.State, s.changed, s.waited, s.state)
+		}
+	}
+	j := getJob(t, pool.Namespace, 7)
+	if j.Status.RunnerName != "runner-a" || j.Spec.PoolRef.Name != pool.Name || j.Labels[PoolLabel] != pool.Name ||
+		j.Spec.Repository != "acme/widgets" || len(j.OwnerReferences) != 1 || j.OwnerReferences[0].UID != pool.UID {
+		t.Errorf("record = %+v", j)
+	}
+	back := j.DeepCopy()
+	back.Status.State = hypervisorv1alpha1.JobQueued
+	err := testenv.Client().Patch(ctx, back, client.MergeFrom(j))
+	if err == nil || !strings.Contains(err.Error(), "status.state only moves forward") {
+		t.Fatalf("a step back = %v, want the API server to refuse it", err)
+	}
+}
+
+// Replicas recording the same job at once, in any order, leave one record
+// in the furthest state any of them reported.
+func TestConcurrentRecordsConverge(t *testing.T) {
+	ctx := context.Background()
+	pool := demandPool(t)
+	d := &Demand{Client: testenv.Client(), Reader: testenv.Client()}
+	actions := []github.JobAction{github.JobQueued, github.JobInProgress, github.JobCompleted, github.JobQueued, github.JobWaiting}
+	var wg sync.WaitGroup
+	errs := make(chan error, 40)
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			e := github.JobEvent{ID: 11, Action: actions[i%len(actions)], Owner: "acme", Repository: "widgets", RunnerName: "r"}
+			if _, _, err := d.Record(ctx, pool, e, SourceWebhook, time.Now()); err != nil {
+				errs <- fmt.Errorf("record %d (%s): %w", i, e.Action, err)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	var list hypervisorv1alpha1.RunnerJobList
+	if err := testenv.Client().List(ctx, &list, client.InNamespace(pool.Namespace)); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 1 || list.Items[0].Status.State != hypervisorv1alpha1.JobCompleted {
+		t.Fatalf("%d records, first %+v; want one, Completed", len(list.Items), list.Items)
+	}
+}
+
+// want: one runner per queued job plus the busy runners whose job is
+// recorded; a busy runner whose job is still recorded queued is that job's
+// runner, not one more.
+func TestDemandWant(t *testing.T) {
+	claim := func(name string) *hypervisorv1alpha1.MachineClaim {
+		return &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	}
+	cases := []struct {
+		name    string
+		queued  int
+		running []string
+		busy    []string
+		want    int
+	}{
+		{"nothing", 0, nil, nil, 0},
+		{"three queued", 3, nil, nil, 3},
+		{"a runner took one, its in_progress not yet recorded", 2, nil, []string{"a"}, 2},
+		{"and recorded", 2, []string{"a"}, []string{"a"}, 3},
+		{"busy runners with jobs never recorded", 0, nil, []string{"a", "b"}, 2},
+		{"a recorded runner that is gone", 1, []string{"gone"}, nil, 1},
+	}
+	for _, tc := range cases {
+		d := &poolDemand{queued: tc.queued, running: map[string]bool{}}
+		for _, r := range tc.running {
+			d.running[r] = true
+		}
+		var busy []*hypervisorv1alpha1.MachineClaim
+		for _, b := range tc.busy {
+			busy = append(busy, claim(b))
+		}
+		if got := d.want(busy); got != tc.want {
+			t.Errorf("%s: want() = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
