@@ -73,7 +73,7 @@ func runChaos(b *testing.B, cfg config) {
 		rep.made, rep.deleted = work.counts()
 		rep.perCluster = work.perCluster()
 		rep.workloadErrors, rep.lastWorkloadErr = work.errorCount()
-		rep.processes, rep.unexpectedExits = ops.starts(), ops.unexpectedExits()
+		rep.processes, rep.unexpectedExits = ops.Starts(), ops.UnexpectedExits()
 		rep.total = time.Since(started)
 		rep.print(b)
 		if len(rep.twins) > 0 {

@@ -75,7 +75,7 @@ func (k *killer) run(b *testing.B, ctx context.Context) []kill {
 		time.Sleep(pause)
 		onTarget := k.await(ctx, aim)
 		at := time.Now()
-		if _, err := k.ops.kill(leader); err != nil {
+		if _, err := k.ops.Kill(leader); err != nil {
 			b.Fatal(err)
 		}
 		kl := kill{n: n, aim: aim, onTarget: onTarget, victim: leader}
@@ -88,19 +88,19 @@ func (k *killer) run(b *testing.B, ctx context.Context) []kill {
 			return h != "" && h != leader, fmt.Sprintf("the Lease is still held by %q after killing %s", h, leader)
 		})
 		kl.toLeader = time.Since(at)
-		r := k.ops.replica(kl.successor)
+		r := k.ops.Replica(kl.successor)
 		if r == nil {
 			b.Fatalf("the Lease names %q, which is none of the harness's processes", kl.successor)
 		}
 		eventually.True(b, failoverBound, kl.successor+" starts its machineclaim workers", func() bool {
 			select {
-			case <-r.workers:
+			case <-r.Ready:
 				return true
 			default:
 				return false
 			}
 		})
-		kl.toWorkers = r.workersAt.Sub(at)
+		kl.toWorkers = r.ReadyAt.Sub(at)
 		out = append(out, kl)
 		fmt.Fprintf(os.Stderr, "chaos: kill %2d/%d aimed at %-13s %-10s %s → %s: new leader %5.1fs, reconciling %5.1fs\n",
 			n, k.cfg.kills, aim, hitOrMiss(onTarget), leader, kl.successor, kl.toLeader.Seconds(), kl.toWorkers.Seconds())
@@ -126,17 +126,17 @@ func (k *killer) awaitLeader(b *testing.B, ctx context.Context) string {
 			return false, err.Error()
 		}
 		leader = h
-		r := k.ops.replica(h)
+		r := k.ops.Replica(h)
 		if r == nil {
 			return false, fmt.Sprintf("Lease holder %q is not a harness process", h)
 		}
 		select {
-		case <-r.exited:
+		case <-r.Exited:
 			return false, h + " holds the Lease but has exited"
 		default:
 		}
 		select {
-		case <-r.workers:
+		case <-r.Ready:
 			return true, ""
 		default:
 			return false, h + " holds the Lease but has not started its workers"

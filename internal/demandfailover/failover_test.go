@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -38,6 +37,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/runnersim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/replicas"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
@@ -106,11 +106,7 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 	t.Cleanup(gh.Close)
 	setup(t, ctx, c, gh)
 
-	ops := &operators{t: t, bin: bin, kubeconfig: kubeconfig, logDir: dir}
-	for _, slot := range []string{"a", "b"} {
-		svc.add(ops.start(slot))
-	}
-	t.Cleanup(ops.stop)
+	ops := startOperators(t, bin, kubeconfig, dir, svc)
 	agents := &runnersim.Agents{Client: c, GitHub: gh, Namespace: workNamespace, Log: logr.Discard(),
 		PowerOff: func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
 			return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
@@ -125,7 +121,7 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 		}
 		return apimeta.IsStatusConditionTrue(p.Status.Conditions, meta.ReadyCondition), fmt.Sprintf("pool %+v", p.Status.Conditions)
 	})
-	leader := ops.holder(ctx)
+	leader := holder(ctx)
 	if leader == "" {
 		t.Fatal("no leader")
 	}
@@ -144,10 +140,12 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 		n := sent(gh)
 		return n >= killAfter, fmt.Sprintf("%d deliveries sent", n)
 	})
-	ops.kill(leader)
+	if _, err := ops.Kill(leader); err != nil {
+		t.Fatal(err)
+	}
 	killedAt := time.Now()
 	eventually.That(t, time.Minute, func() (bool, string) {
-		h := ops.holder(ctx)
+		h := holder(ctx)
 		return h != "" && h != leader, "lease held by " + h
 	})
 	failover := time.Since(killedAt)
@@ -203,7 +201,7 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 	if idle > 0 {
 		t.Errorf("%d runners were made that took no job: scale-up counted a job twice", idle)
 	}
-	if exits := ops.unexpectedExits(); len(exits) > 0 {
+	if exits := ops.UnexpectedExits(); len(exits) > 0 {
 		t.Errorf("replicas exited on their own: %v", exits)
 	}
 }
@@ -349,24 +347,26 @@ func (s *service) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	http.Error(w, "no endpoint", http.StatusServiceUnavailable)
 }
 
-// operators runs the two replicas; a killed one is started again under a
-// new identity on the same webhook address.
-type operators struct {
-	t                       *testing.T
-	bin, kubeconfig, logDir string
-
-	mu         sync.Mutex
-	stopping   bool
-	procs      map[string]*proc
-	unexpected []string
-	wg         sync.WaitGroup
-}
-
-type proc struct {
-	identity, slot, addr string
-	cmd                  *exec.Cmd
-	exited               chan struct{}
-	killed               bool
+// startOperators runs the two replicas through internal/testenv/replicas,
+// each slot on its own webhook address, which a restarted incarnation
+// keeps, as a Pod's restarted container keeps the Pod's address.
+func startOperators(t *testing.T, bin, kubeconfig, logDir string, svc *service) *replicas.Set {
+	t.Helper()
+	addrs := map[string]string{"a": freeAddr(t), "b": freeAddr(t)}
+	for _, addr := range addrs {
+		svc.add(addr)
+	}
+	return replicas.Start(t, replicas.Spec{
+		Prefix: "failover", LogDir: logDir,
+		Command: func(slot, _ string) *exec.Cmd {
+			return exec.Command(bin, "run", "--kubeconfig", kubeconfig,
+				"--leader-elect=true", "--leader-election-namespace", operatorNamespace,
+				"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
+				"--operator-namespace", operatorNamespace, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
+				"--controllers", "hypervisorcluster,hypervisormachinetemplate,machineclaim,runnerpool",
+				"--webhook-bind-address", addrs[slot], "--webhook-secret", "github-webhook", "--runnerpool-sync-interval", "1s")
+		},
+	}, "a", "b")
 }
 
 func freeAddr(t *testing.T) string {
@@ -379,101 +379,13 @@ func freeAddr(t *testing.T) string {
 	return l.Addr().String()
 }
 
-// start runs a replica in slot on a free port and returns its webhook address.
-func (o *operators) start(slot string) string {
-	return o.startOn(slot, freeAddr(o.t), 1)
-}
-
-func (o *operators) startOn(slot, addr string, incarnation int) string {
-	o.t.Helper()
-	id := fmt.Sprintf("failover-%s-%d", slot, incarnation)
-	logf, err := os.Create(filepath.Join(o.logDir, id+".log"))
-	if err != nil {
-		o.t.Fatal(err)
-	}
-	cmd := exec.Command(o.bin, "run", "--kubeconfig", o.kubeconfig,
-		"--leader-elect=true", "--leader-election-namespace", operatorNamespace,
-		"--leader-election-lease-duration", "4s", "--leader-election-renew-deadline", "3s", "--leader-election-retry-period", "500ms",
-		"--operator-namespace", operatorNamespace, "--metrics-bind-address", "0", "--health-probe-bind-address", "0",
-		"--controllers", "hypervisorcluster,hypervisormachinetemplate,machineclaim,runnerpool",
-		"--webhook-bind-address", addr, "--webhook-secret", "github-webhook", "--runnerpool-sync-interval", "1s")
-	cmd.Env = append(os.Environ(), "POD_NAME="+id)
-	cmd.Stdout, cmd.Stderr = logf, logf
-	if err := cmd.Start(); err != nil {
-		o.t.Fatal(err)
-	}
-	p := &proc{identity: id, slot: slot, addr: addr, cmd: cmd, exited: make(chan struct{})}
-	o.mu.Lock()
-	if o.procs == nil {
-		o.procs = map[string]*proc{}
-	}
-	o.procs[id] = p
-	o.mu.Unlock()
-	o.wg.Add(1)
-	go func() {
-		defer o.wg.Done()
-		err := cmd.Wait()
-		_ = logf.Close()
-		close(p.exited)
-		o.mu.Lock()
-		if !p.killed && !o.stopping {
-			o.unexpected = append(o.unexpected, fmt.Sprintf("%s: %v (log %s)", id, err, logf.Name()))
-		}
-		o.mu.Unlock()
-	}()
-	return addr
-}
-
-// kill SIGKILLs the replica called identity and starts its successor on
-// the same address, as a Pod's container is restarted.
-func (o *operators) kill(identity string) {
-	o.t.Helper()
-	o.mu.Lock()
-	p := o.procs[identity]
-	if p != nil {
-		p.killed = true
-	}
-	o.mu.Unlock()
-	if p == nil {
-		o.t.Fatalf("no replica %q", identity)
-	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
-	o.startOn(p.slot, p.addr, 2)
-}
-
-func (o *operators) stop() {
-	o.mu.Lock()
-	o.stopping = true
-	var live []*proc
-	for _, p := range o.procs {
-		live = append(live, p)
-	}
-	o.mu.Unlock()
-	for _, p := range live {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.exited:
-		case <-time.After(20 * time.Second):
-			_ = p.cmd.Process.Kill()
-		}
-	}
-	o.wg.Wait()
-}
-
-func (o *operators) unexpectedExits() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return append([]string(nil), o.unexpected...)
-}
-
 // holder is the Lease's holder; "" when none.
-func (o *operators) holder(ctx context.Context) string {
-	l := &coordinationv1.Lease{}
-	if err := testenv.Client().Get(ctx, client.ObjectKey{Namespace: operatorNamespace, Name: "hyperfleet-leader"}, l); err != nil || l.Spec.HolderIdentity == nil {
+func holder(ctx context.Context) string {
+	h, err := replicas.LeaseHolder(ctx, testenv.Client(), operatorNamespace, "hyperfleet-leader")
+	if err != nil {
 		return ""
 	}
-	return *l.Spec.HolderIdentity
+	return h
 }
 
 // claimLog is every runner MachineClaim made in the run, from a watch, so
