@@ -3,8 +3,9 @@
 --   Stalled=True                      Degraded: a person must change something
 --   Reconciling=True, or status older than the spec, or no status yet
 --                                     Progressing
---   Ready=True                        Healthy
---   phase Terminated                  Healthy: the work is over (a finished Job is too)
+--   Ready=True                        Healthy; with phase Terminated the work is
+--                                     over as planned (a completed Job is Healthy too)
+--   phase Terminated, Ready=False     Healthy: as earlier versions of the operator wrote it
 --   Ready=False/Unknown otherwise     Progressing: waiting on something the operator retries
 -- make chart writes this script into argocd/argocd-cm-patch.yaml once per kind.
 local hs = {}
@@ -74,6 +75,9 @@ end
 if ready.status == "True" then
   hs.status = "Healthy"
   hs.message = describe(ready)
+  if obj.status.phase == "Terminated" then
+    hs.message = "Terminated: " .. hs.message
+  end
   return hs
 end
 if obj.status.phase == "Terminated" then

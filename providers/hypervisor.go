@@ -153,6 +153,10 @@ type Machine struct {
 	// Created is true when this very call made the machine, so a caller
 	// counts creations once even when it calls Create again.
 	Created bool
+	// Notices, set by the Create call that made the machine, say where it
+	// departed from what the spec asked and why (a template's namespace it
+	// did not honour), for the caller to tell people in a Warning event.
+	Notices []string
 }
 
 // MachineSpec is everything Create needs. Provider-specific parts sit in

@@ -177,8 +177,9 @@ func mustRead(t *testing.T, path string) []byte {
 // (reconcilers/conditions, observedGeneration stamped) and stored by the API
 // server reads as kstatus and Argo CD should read it: Ready is Current and
 // Healthy, Reconciling is InProgress and Progressing, Stalled is Failed and
-// Degraded, a wait on something outside is InProgress, and a status older
-// than the spec is InProgress.
+// Degraded, a wait on something outside is InProgress, an end as planned
+// (Finished) is Current and Healthy, and a status older than the spec is
+// InProgress.
 func TestStatusesReadAsKstatusAndArgoCDExpect(t *testing.T) {
 	ctx := context.Background()
 	c := testenv.Client()
@@ -215,6 +216,9 @@ func TestStatusesReadAsKstatusAndArgoCDExpect(t *testing.T) {
 		{"Progressing", conditions.Progressing, meta.ProgressingReason, status.InProgressStatus, "Progressing"},
 		{"Stalled", conditions.Stalled, meta.InvalidSpecReason, status.FailedStatus, "Degraded"},
 		{"Waiting", conditions.Waiting, meta.DependencyNotReadyReason, status.InProgressStatus, "Progressing"},
+		// Ended as planned (a claim expired, a desk timed out): done, as a
+		// completed Job is, so GitOps waits finish.
+		{"Finished", conditions.Finished, "Expired", status.CurrentStatus, "Healthy"},
 	}
 	for _, k := range kinds {
 		group, kind, _ := strings.Cut(k, "_")

@@ -31,6 +31,8 @@ var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
 type desired struct {
 	vm     *kubevirtv1.VirtualMachine
 	secret *corev1.Secret
+	// notices say where the VM departs from the template (Machine.Notices).
+	notices []string
 }
 
 // build renders spec's template and turns it into the VirtualMachine to
@@ -64,6 +66,14 @@ func (p *Provider) build(spec providers.MachineSpec, namespace string) (desired,
 		return desired{}, templateError(kv.TemplateSource, "spec.template (the VirtualMachineInstance template) is missing")
 	}
 	vm.APIVersion, vm.Kind = kubevirtv1.SchemeGroupVersion.String(), "VirtualMachine"
+	var notices []string
+	if vm.Namespace != "" && vm.Namespace != namespace {
+		// The original Cyberdesk template puts every desk in "kubevirt".
+		// The VM stays beside its owner instead: its cloud-init Secret,
+		// the operator's RBAC and every tenant's cleanup are there.
+		notices = append(notices, fmt.Sprintf("the template's metadata.namespace %q is not used: VirtualMachine %s is made in namespace %q, beside its owner; remove metadata.namespace from the template to silence this",
+			vm.Namespace, spec.Ref.Name, namespace))
+	}
 	vm.Name, vm.Namespace, vm.GenerateName = spec.Ref.Name, namespace, ""
 	vm.ResourceVersion, vm.UID = "", ""
 	vm.Status = kubevirtv1.VirtualMachineStatus{}
@@ -82,12 +92,16 @@ func (p *Provider) build(spec providers.MachineSpec, namespace string) (desired,
 		rs := kubevirtv1.RunStrategyAlways
 		vm.Spec.RunStrategy = &rs
 	}
+	if runStrategy(vm) == kubevirtv1.RunStrategyHalted {
+		// running: false (KubeVirt's older field) reads as Halted too.
+		return desired{}, templateError(kv.TemplateSource, "the VirtualMachine would never start: spec.running is false or spec.runStrategy is Halted; set spec.running: true in the template, or spec.kubevirt.runStrategy: RerunOnFailure on the HypervisorMachineTemplate")
+	}
 	if spec.Hostname != "" {
 		tmpl.Spec.Hostname = spec.Hostname
 	}
 	sizeDomain(&tmpl.Spec, spec)
 
-	out := desired{vm: vm}
+	out := desired{vm: vm, notices: notices}
 	data, err := moveUserData(&tmpl.Spec, userData, secretName(vm.Name))
 	if err != nil {
 		return desired{}, templateError(kv.TemplateSource, err.Error())

@@ -178,7 +178,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		}
 	}
 	m := machineOf(want.vm, nil)
-	m.Created = true
+	m.Created, m.Notices = true, want.notices
 	return m, nil
 }
 

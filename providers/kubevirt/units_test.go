@@ -122,6 +122,28 @@ func TestBuildFromCyberdeskTemplate(t *testing.T) {
 	if len(vm.Spec.Template.Spec.Volumes) != 2 {
 		t.Errorf("volumes = %d, want the template's 2", len(vm.Spec.Template.Spec.Volumes))
 	}
+	if len(d.notices) != 0 {
+		t.Errorf("notices %v for a template that asks for the owner's namespace", d.notices)
+	}
+}
+
+// A template naming another namespace (the original Cyberdesk one says
+// "kubevirt") still makes the VM beside its owner, with a notice saying so.
+func TestBuildKeepsTheVMBesideItsOwner(t *testing.T) {
+	p := testProvider(t)
+	d, err := p.build(providers.MachineSpec{
+		Ref: providers.MachineRef{Name: "cyberdesk-a"}, Owner: providers.Owner{UID: "u"},
+		KubeVirt: &providers.KubeVirtSpec{Template: []byte(strings.Replace(cyberdeskTemplate, "namespace: ${namespace}", "namespace: kubevirt", 1))},
+	}, "tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.vm.Namespace != "tenant-a" || d.secret.Namespace != "tenant-a" {
+		t.Fatalf("VM in %q, Secret in %q; want both in the owner's namespace", d.vm.Namespace, d.secret.Namespace)
+	}
+	if len(d.notices) != 1 || !strings.Contains(d.notices[0], `metadata.namespace "kubevirt"`) || !strings.Contains(d.notices[0], `"tenant-a"`) {
+		t.Errorf("notices %v, want one naming both namespaces", d.notices)
+	}
 }
 
 func TestBuildAddsCloudInitAndRunStrategy(t *testing.T) {
@@ -163,6 +185,7 @@ func TestBuildErrorsNameTheProblem(t *testing.T) {
 		"wrong kind":       {strings.Replace(cyberdeskTemplate, "kind: VirtualMachine", "kind: Pod", 1), `kind is "Pod"`},
 		"no template":      {"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nspec: {}\n", "spec.template"},
 		"bad base64":       {strings.Replace(cyberdeskTemplate, "${user_data_base64}", "'!!'", 1), "not valid base64"},
+		"never starts":     {strings.Replace(cyberdeskTemplate, "running: true", "running: false", 1), "would never start"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := p.build(providers.MachineSpec{

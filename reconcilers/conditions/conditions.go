@@ -23,8 +23,10 @@ const (
 	Waiting
 	// Stalled: cannot progress until a person changes something.
 	Stalled
-	// Finished: the object's work is over for good (a Terminated claim); not
-	// an error, and not Ready for use.
+	// Finished: the object's work is over for good, as planned (a claim or
+	// desk that expired, timed out or shut down). Like a completed Job it is
+	// done, not failed: Ready=True with the reason that says how it ended,
+	// so kstatus reads it Current and GitOps waits finish.
 	Finished
 )
 
@@ -42,7 +44,7 @@ type Summary struct {
 //   - Progressing: Ready=False, Reconciling=True.
 //   - Waiting:     Ready=False; Reconciling and Stalled removed (kstatus: InProgress).
 //   - Stalled:     Ready=False, Stalled=True (kstatus: Failed).
-//   - Finished:    Ready=False with the reason; Reconciling and Stalled removed.
+//   - Finished:    Ready=True with the reason; Reconciling and Stalled removed (kstatus: Current).
 func Set(obj meta.ConditionsAccessor, generation int64, s Summary) {
 	conds := obj.GetConditions()
 	set := func(t string, status metav1.ConditionStatus) {
@@ -51,7 +53,7 @@ func Set(obj meta.ConditionsAccessor, generation int64, s Summary) {
 		})
 	}
 	switch s.State {
-	case Ready:
+	case Ready, Finished:
 		set(meta.ReadyCondition, metav1.ConditionTrue)
 		apimeta.RemoveStatusCondition(&conds, meta.ReconcilingCondition)
 		apimeta.RemoveStatusCondition(&conds, meta.StalledCondition)
@@ -59,7 +61,7 @@ func Set(obj meta.ConditionsAccessor, generation int64, s Summary) {
 		set(meta.ReadyCondition, metav1.ConditionFalse)
 		set(meta.ReconcilingCondition, metav1.ConditionTrue)
 		apimeta.RemoveStatusCondition(&conds, meta.StalledCondition)
-	case Waiting, Finished:
+	case Waiting:
 		set(meta.ReadyCondition, metav1.ConditionFalse)
 		apimeta.RemoveStatusCondition(&conds, meta.ReconcilingCondition)
 		apimeta.RemoveStatusCondition(&conds, meta.StalledCondition)

@@ -31,7 +31,7 @@ func TestKstatusInvariants(t *testing.T) {
 		Progressing: {metav1.ConditionFalse, metav1.ConditionTrue, "absent"},
 		Waiting:     {metav1.ConditionFalse, "absent", "absent"},
 		Stalled:     {metav1.ConditionFalse, "absent", metav1.ConditionTrue},
-		Finished:    {metav1.ConditionFalse, "absent", "absent"},
+		Finished:    {metav1.ConditionTrue, "absent", "absent"},
 	}
 	for _, seq := range [][]State{{Progressing, Ready, Stalled, Progressing, Waiting, Ready, Finished}, {Stalled, Ready}, {Ready, Progressing}} {
 		for i, s := range seq {

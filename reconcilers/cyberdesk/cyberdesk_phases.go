@@ -83,6 +83,9 @@ func (r *Reconciler) createVM(ctx context.Context, s *scope) (skeleton.Result, e
 		vmCreated.Inc()
 		operationDuration.WithLabelValues("create").Observe(r.Clock.Since(t0).Seconds())
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMCreated", "Create", "Created VirtualMachine %s from %s", vmName(d), source)
+		for _, n := range m.Notices {
+			r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, ReasonTemplateAdjusted, "Create", "%s: %s", source, n)
+		}
 	}
 	s.machine = &m
 	return skeleton.Continue(), nil

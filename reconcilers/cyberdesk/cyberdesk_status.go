@@ -23,6 +23,10 @@ const (
 	ReasonVMDeleted     = "VMDeletedOutside"
 )
 
+// ReasonTemplateAdjusted is the Warning event for a template field the
+// VM was made without (providers.Machine.Notices).
+const ReasonTemplateAdjusted = "TemplateAdjusted"
+
 // stateStopping is the kstatus state of a desk removing its VM.
 const stateStopping = conditions.Progressing
 

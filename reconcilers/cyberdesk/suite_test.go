@@ -159,17 +159,22 @@ func resetTemplate(ctx context.Context) error {
 }
 
 func setTemplate(ctx context.Context, text string) error {
+	return setTemplateData(ctx, map[string]string{"template.yaml": text})
+}
+
+// setTemplateData replaces the whole data of the template ConfigMap.
+func setTemplateData(ctx context.Context, data map[string]string) error {
 	c := testenv.Client()
 	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cyberdesk-vm-template", Namespace: operatorNamespace}}
 	err := c.Get(ctx, client.ObjectKeyFromObject(cm), cm)
 	if apierrors.IsNotFound(err) {
-		cm.Data = map[string]string{"template.yaml": text}
+		cm.Data = data
 		return c.Create(ctx, cm)
 	}
 	if err != nil {
 		return err
 	}
-	cm.Data = map[string]string{"template.yaml": text}
+	cm.Data = data
 	return c.Update(ctx, cm)
 }
 

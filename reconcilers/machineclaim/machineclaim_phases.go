@@ -250,6 +250,11 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		return r.providerError(s, err)
 	}
 	r.backoff.reset(c.UID)
+	if m.Created {
+		for _, n := range m.Notices {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "TemplateAdjusted", "Provision", "%s", n)
+		}
+	}
 	if !m.Provisioned || m.State == providers.PowerProvisioning {
 		record(c, m)
 		s.machine = &m
