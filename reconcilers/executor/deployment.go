@@ -8,6 +8,8 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
@@ -31,6 +33,8 @@ const (
 	containerName    = "executor"
 	configVolume     = "config"
 	keysVolume       = "operator-keys"
+	grpcPortName     = "grpc"
+	defaultGRPCPort  = int32(9090)
 	defaultKeysMount = "/etc/hourglass/keys"
 	defaultReplicas  = int32(1)
 	fieldOwner       = "hyperfleet-executor"
@@ -52,6 +56,19 @@ func commonLabels(e *hourglassv1alpha1.HourglassExecutor) map[string]string {
 	// ConfigMap without it is read through the APIReader (ensureOwned).
 	l[labelName], l[labelInstance], l[meta.ManagedByLabel] = appName, e.Name, meta.ManagedByValue
 	return l
+}
+
+func grpcPort(e *hourglassv1alpha1.HourglassExecutor) int32 {
+	if e.Spec.GRPCPort != 0 {
+		return e.Spec.GRPCPort
+	}
+	return defaultGRPCPort
+}
+
+// podSelector is the executor Pods' selector in its string form, for the
+// scale subresource.
+func podSelector(e *hourglassv1alpha1.HourglassExecutor) string {
+	return labels.SelectorFromSet(selectorLabels(e)).String()
 }
 
 func keysMountPath(e *hourglassv1alpha1.HourglassExecutor) string {
@@ -110,6 +127,19 @@ func desiredDeployment(e *hourglassv1alpha1.HourglassExecutor, hash string) *app
 				{Name: keysVolume, MountPath: keysMountPath(e), ReadOnly: true},
 			},
 			SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false)},
+			Ports:           []corev1.ContainerPort{{Name: grpcPortName, ContainerPort: grpcPort(e), Protocol: corev1.ProtocolTCP}},
+			// A TCP connection to the gRPC port: ponos serves no HTTP
+			// health endpoint, and a gRPC health service is not promised.
+			// Ready once it listens; restarted only after a minute of not
+			// listening, so a slow chain connection at start is not killed.
+			ReadinessProbe: &corev1.Probe{
+				ProbeHandler:  corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(grpcPortName)}},
+				PeriodSeconds: 5, FailureThreshold: 3,
+			},
+			LivenessProbe: &corev1.Probe{
+				ProbeHandler:        corev1.ProbeHandler{TCPSocket: &corev1.TCPSocketAction{Port: intstr.FromString(grpcPortName)}},
+				InitialDelaySeconds: 15, PeriodSeconds: 10, FailureThreshold: 6,
+			},
 		}},
 		Volumes: []corev1.Volume{
 			{Name: configVolume, VolumeSource: corev1.VolumeSource{ConfigMap: &corev1.ConfigMapVolumeSource{
@@ -134,6 +164,12 @@ func desiredDeployment(e *hourglassv1alpha1.HourglassExecutor, hash string) *app
 		Spec: appsv1.DeploymentSpec{
 			Replicas: &replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: selectorLabels(e)},
+			// Recreate: the old Pods are gone before a new one starts, so
+			// two executors never sign with the same operator keys at once.
+			// A RollingUpdate, even with maxSurge 0, starts the new Pod while
+			// the old one is still in its termination grace period. The
+			// price is a short gap in service during a rollout.
+			Strategy: appsv1.DeploymentStrategy{Type: appsv1.RecreateDeploymentStrategyType},
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: map[string]string{AnnotationConfigHash: hash}},
 				Spec:       pod,

@@ -68,6 +68,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.APIReader == nil {
 		r.APIReader = mgr.GetAPIReader()
 	}
+	registerMetrics(mgr.GetClient())
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = 2
 	}

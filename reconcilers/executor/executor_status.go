@@ -38,6 +38,7 @@ func computeStatus(s *scope, err error) conditions.Summary {
 		st.ConfigHash = d.Spec.Template.Annotations[AnnotationConfigHash]
 		st.ConfigMapName = ConfigMapName(e)
 	}
+	e.Status.Selector = podSelector(e)
 	var stalled *skeleton.StalledError
 	switch {
 	case errors.As(err, &stalled):
@@ -106,6 +107,7 @@ func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.HourglassExec
 	if old, cur := before.Status.ConfigHash, after.Status.ConfigHash; old != "" && cur != "" && old != cur {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventConfigChanged, "Rollout",
 			"Configuration changed from %s to %s; rolling Deployment %s", old, cur, DeploymentName(after))
+		configRollouts.WithLabelValues(after.Namespace, after.Name).Inc()
 	}
 	reason, msg := conditions.ReadyMessage(after)
 	switch {

@@ -100,6 +100,14 @@ type HourglassExecutorSpec struct {
 	// +listType=atomic
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// GRPCPort is the port the executor serves gRPC on (ponos's
+	// --grpc-port, 9090 by default there too). The readiness and liveness
+	// probes open a TCP connection to it.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=9090
+	// +optional
+	GRPCPort int32 `json:"grpcPort,omitempty"`
 }
 
 // HourglassExecutorStatus mirrors the executor Deployment.
@@ -127,6 +135,10 @@ type HourglassExecutorStatus struct {
 	// ConfigMapName holds the executor configuration.
 	// +optional
 	ConfigMapName string `json:"configMapName,omitempty"`
+	// Selector is the label selector of the executor Pods, in the string
+	// form the scale subresource gives a HorizontalPodAutoscaler.
+	// +optional
+	Selector string `json:"selector,omitempty"`
 }
 
 // HourglassExecutor runs the Hourglass executor of an EigenLayer AVS: a
@@ -135,6 +147,7 @@ type HourglassExecutorStatus struct {
 // +kubebuilder:object:root=true
 // +kubebuilder:validation:XValidation:rule="size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must be a DNS label of at most 63 characters (lowercase letters, digits, '-'): it names the executor Deployment and labels its Pods"
 // +kubebuilder:subresource:status
+// +kubebuilder:subresource:scale:specpath=.spec.replicas,statuspath=.status.replicas,selectorpath=.status.selector
 // +kubebuilder:resource:shortName=hge;hges,categories=hyperfleet;hourglass
 // +kubebuilder:printcolumn:name="Image",type=string,JSONPath=`.spec.image`,priority=1
 // +kubebuilder:printcolumn:name="Replicas",type=integer,JSONPath=`.spec.replicas`
