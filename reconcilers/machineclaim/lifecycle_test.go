@@ -55,8 +55,9 @@ func TestClaimLifecycleWithTimeout(t *testing.T) {
 		t.Errorf("VM %d still exists after the claim expired", vm.VMID)
 	}
 	ready := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition)
-	if ready == nil || ready.Status != metav1.ConditionFalse || apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition) {
-		t.Errorf("a Terminated claim is Ready=False and not Stalled: %v", mc.Status.Conditions)
+	// Ended as planned: Ready True (kstatus Current), as a completed Job.
+	if ready == nil || ready.Status != metav1.ConditionTrue || ready.Reason != "Expired" || apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("a Terminated claim is Ready=True (Expired) and not Stalled: %v", mc.Status.Conditions)
 	}
 
 	// Deleting the claim now releases it at once: there is no machine left.

@@ -133,7 +133,8 @@ func TestComputeStatus(t *testing.T) {
 			// As the finalize-status step writes it after a successful reconcile.
 			conditionstest.CheckSummary(t, claim, got, true)
 			ready := apimeta.FindStatusCondition(claim.Status.Conditions, meta.ReadyCondition)
-			if wantReady := tc.wantState == conditions.Ready; ready == nil || (ready.Status == metav1.ConditionTrue) != wantReady {
+			// Finished (ended as planned) is Ready, as a completed Job is done.
+			if wantReady := tc.wantState == conditions.Ready || tc.wantState == conditions.Finished; ready == nil || (ready.Status == metav1.ConditionTrue) != wantReady {
 				t.Errorf("Ready condition %+v, want Ready=%v", ready, wantReady)
 			}
 			if stalled := apimeta.IsStatusConditionTrue(claim.Status.Conditions, meta.StalledCondition); stalled != (tc.wantState == conditions.Stalled) {
