@@ -359,7 +359,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	want := []string{"HyperFleetOperatorDown", "HyperFleetReconcileErrorRatio", "HyperFleetProviderAPIFailing",
 		"HyperFleetMachinesStuckProvisioning", "HyperFleetOrphanVMsFound", "HyperFleetNoLeader", "HyperFleetFinalizerDeadlineExceeded",
 		"HyperFleetRunnerQueueLatencyHigh", "HyperFleetGitHubRateLimitNearlyExhausted", "HyperFleetWebhookDeliveriesRejected",
-		"HyperFleetRunnerDeregistrationFailing"}
+		"HyperFleetRunnerDeregistrationFailing", "HyperFleetPerformersNotReady", "HyperFleetExecutorUnavailable"}
 	var got []string
 	for _, r := range rules {
 		got = append(got, r.Alert)
