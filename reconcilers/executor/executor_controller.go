@@ -7,6 +7,7 @@ package executor
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -43,6 +44,8 @@ type Reconciler struct {
 	SecretRetryInterval time.Duration
 	// MaxConcurrentReconciles is the number of workers.
 	MaxConcurrentReconciles int
+	// announced is the configuration hash last announced per executor UID.
+	announced sync.Map
 }
 
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=hourglassexecutors,verbs=get;list;watch

@@ -104,7 +104,7 @@ func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType)
 // with the status as written: a new configuration, a first Ready, a new
 // reason to be stuck or a missing keys Secret.
 func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.HourglassExecutor) {
-	if old, cur := before.Status.ConfigHash, after.Status.ConfigHash; old != "" && cur != "" && old != cur {
+	if old, cur := before.Status.ConfigHash, after.Status.ConfigHash; old != "" && cur != "" && old != cur && r.firstSight(after, cur) {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventConfigChanged, "Rollout",
 			"Configuration changed from %s to %s; rolling Deployment %s", old, cur, DeploymentName(after))
 		configRollouts.WithLabelValues(after.Namespace, after.Name).Inc()
@@ -117,4 +117,13 @@ func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.HourglassExec
 	case apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition) || reason == meta.SecretNotFoundReason:
 		skeleton.ReasonEvent(r.Recorder, before, after, "Reconcile", true)
 	}
+}
+
+// firstSight reports whether this process has not yet announced the
+// configuration hash for the executor. A reconcile that read a stale status
+// from the cache sees the same change again; it is one rollout, so one
+// event and one count. After a restart a change may be announced once more.
+func (r *Reconciler) firstSight(e *hourglassv1alpha1.HourglassExecutor, hash string) bool {
+	prev, seen := r.announced.Swap(e.UID, hash)
+	return !seen || prev.(string) != hash
 }
