@@ -98,10 +98,9 @@ func TestMain(m *testing.M) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
-		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(),
-			PowerOff: func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
-				return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
-			}}
+		// The agents find each claim's machine on KubeVirt or, for a
+		// Proxmox lab's namespace, on its simulator (proxmox_test.go).
+		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(), PowerOff: guestPowerOff, UserData: guestUserData}
 		agents.Start(ctx)
 		return func() {
 			cancel()
