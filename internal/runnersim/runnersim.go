@@ -36,6 +36,9 @@ type Agents struct {
 	// NoCloud ISO it booted with, NoCloudUserData); nil reads the claim's
 	// user-data Secret, which KubeVirt's cloudInitNoCloud volume names.
 	UserData func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) (string, error)
+	// Process, when it returns one for a claim, runs the real agent for
+	// it as a process (Process) instead of the in-process stand-in.
+	Process func(claim *hypervisorv1alpha1.MachineClaim) *Process
 	// Namespace limits the claims looked at; empty is all.
 	Namespace string
 	// Interval between looks for new Ready machines (200 ms).
@@ -112,6 +115,20 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 	if err != nil {
 		a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
 		return
+	}
+	if a.Process != nil {
+		if p := a.Process(c); p != nil {
+			if err := p.run(ctx, cfg); err != nil {
+				if ctx.Err() == nil {
+					a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
+				}
+				return
+			}
+			if err := a.PowerOff(ctx, c); err != nil && ctx.Err() == nil {
+				a.Log.V(1).Info("Power-off failed (the machine may be gone already)", "claim", c.Name, "error", err.Error())
+			}
+			return
+		}
 	}
 	req := githubsim.RunRequest{Wait: true}
 	if cfg.JITConfig != "" {

@@ -100,7 +100,7 @@ func TestMain(m *testing.M) {
 		go func() { done <- mgr.Start(ctx) }()
 		// The agents find each claim's machine on KubeVirt or, for a
 		// Proxmox lab's namespace, on its simulator (proxmox_test.go).
-		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(), PowerOff: guestPowerOff, UserData: guestUserData}
+		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(), PowerOff: guestPowerOff, UserData: guestUserData, Process: guestProcess}
 		agents.Start(ctx)
 		return func() {
 			cancel()
