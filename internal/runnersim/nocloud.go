@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/diskfs/go-diskfs/backend/file"
 	"github.com/diskfs/go-diskfs/filesystem/iso9660"
@@ -32,7 +33,8 @@ func NoCloudUserData(iso []byte) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("reading the NoCloud ISO: %w", err)
 	}
-	if label := fs.Label(); label != "cidata" {
+	// The volume identifier is a fixed-width field, padded with NULs or spaces.
+	if label := strings.TrimRight(fs.Label(), "\x00 "); label != "cidata" {
 		return "", fmt.Errorf("the ISO's volume is %q; NoCloud looks for cidata", label)
 	}
 	f, err := fs.OpenFile("/user-data", os.O_RDONLY)
