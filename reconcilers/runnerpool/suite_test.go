@@ -67,7 +67,10 @@ func TestMain(m *testing.M) {
 			return fail(err)
 		}
 		webhookURL = "http://" + addr + "/github/webhook"
-		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret, JobDuration: 500 * time.Millisecond})
+		// One PAT serves every test on both providers: a budget ten times
+		// GitHub's hourly 5000 keeps one test's calls from starving the next.
+		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret,
+			JobDuration: 500 * time.Millisecond, RateLimit: 50000})
 		if err := gh.Start(); err != nil {
 			return fail(err)
 		}
