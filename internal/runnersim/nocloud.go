@@ -21,7 +21,7 @@ func NoCloudUserData(iso []byte) (string, error) {
 	}
 	defer func() { _ = os.RemoveAll(dir) }()
 	path := filepath.Join(dir, "seed.iso")
-	if err := os.WriteFile(path, iso, 0o600); err != nil {
+	if err := os.WriteFile(path, iso, 0o600); err != nil { //nolint:gosec // a path in our own temporary directory
 		return "", err
 	}
 	b, err := file.OpenFromPath(path, true)
