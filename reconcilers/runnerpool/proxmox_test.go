@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -310,72 +309,5 @@ func TestProxmoxIdleRunnerPastMaxLifetimeIsReplaced(t *testing.T) {
 	l.replaced("aged", first.Name, "")
 	if n := registered("aged"); n > 1 {
 		t.Errorf("%d runners registered; the retired one's registration should be gone", n)
-	}
-}
-
-// A pool that still chooses RegistrationToken gets one token per runner,
-// never one shared across its runners, and its runners take jobs, on both
-// providers.
-func TestRegistrationTokenIsFetchedPerRunner(t *testing.T) {
-	for _, provider := range []string{"KubeVirt", "Proxmox"} {
-		t.Run(provider, func(t *testing.T) {
-			var (
-				l    *lab
-				pool func(string, ...func(*hypervisorv1alpha1.RunnerPool)) *hypervisorv1alpha1.RunnerPool
-			)
-			if provider == "Proxmox" {
-				pl := newProxmoxLab(t)
-				l, pool = pl.lab, pl.pool
-			} else {
-				l = newLab(t)
-				pool = l.pool
-			}
-			name := "tok" + strings.ToLower(provider[:2])
-			three := int32(3)
-			calls := gh.Calls(githubsim.EndpointRepoRegistrationToken)
-			p := pool(name, func(p *hypervisorv1alpha1.RunnerPool) {
-				p.Spec.RegistrationMethod = hypervisorv1alpha1.RegistrationToken
-				p.Spec.Replicas = &three
-			})
-			eventually.That(t, time.Minute, func() (bool, string) {
-				p := l.get(name)
-				return p.Status.IdleReplicas == 3, describe(p)
-			})
-			tokens := map[string]string{}
-			for _, c := range l.claims() {
-				s := &corev1.Secret{}
-				if err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: c.Spec.UserDataSecretRef.Name}, s); err != nil {
-					t.Fatal(err)
-				}
-				cfg, err := runnerpool.ParseUserData(string(s.Data[c.Spec.UserDataSecretRef.Key]))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if cfg.Token == "" || cfg.JITConfig != "" {
-					t.Fatalf("claim %s: want a registration token and no JIT config", c.Name)
-				}
-				if other, dup := tokens[cfg.Token]; dup {
-					t.Fatalf("runners %s and %s share one registration token", other, c.Name)
-				}
-				tokens[cfg.Token] = c.Name
-			}
-			if len(tokens) != 3 {
-				t.Fatalf("%d distinct tokens for 3 runners", len(tokens))
-			}
-			if n := gh.Calls(githubsim.EndpointRepoRegistrationToken) - calls; n < 3 {
-				t.Errorf("%d registration-token calls for 3 runners", n)
-			}
-			id, err := gh.QueueJob(repo, []string{"self-hosted", name})
-			if err != nil {
-				t.Fatal(err)
-			}
-			eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
-			if err := l.c.Delete(rootCtx, p); err != nil {
-				t.Fatal(err)
-			}
-			eventually.That(t, time.Minute, func() (bool, string) {
-				return len(l.claims()) == 0 && registered(name) == 0, fmt.Sprintf("%d claims, %d registered", len(l.claims()), registered(name))
-			})
-		})
 	}
 }
