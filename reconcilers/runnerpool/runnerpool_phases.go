@@ -447,7 +447,9 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	name := pool.Name + "-" + suffix()
 	cfg := BootstrapConfig{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: r.Runner,
 		Labels: append(append([]string(nil), pool.Spec.Labels...), poolRunnerLabel(pool))}
-	if pool.Spec.RegistrationMethod == hypervisorv1alpha1.JITConfig {
+	// JITConfig unless the pool chose RegistrationToken: a pool stored before
+	// the default changed reads as JITConfig (the API server defaults it).
+	if pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken {
 		groupID, err := gh.RunnerGroupID(ctx, gscope, pool.Spec.RunnerGroup)
 		if err != nil {
 			return err
@@ -459,7 +461,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		}
 		cfg.JITConfig, cfg.RunnerGroup, cfg.Labels = jit.Encoded, "", nil
 	} else {
-		tok, err := r.registrationToken(ctx, s, gh, gscope)
+		tok, err := r.registrationToken(ctx, gh, gscope)
 		if err != nil {
 			return err
 		}
@@ -519,19 +521,14 @@ func (r *Reconciler) handOver(ctx context.Context, secret *corev1.Secret, claim 
 	return r.Client.Patch(ctx, secret, patch)
 }
 
-// registrationToken reuses a registration token while it has more than
-// half an hour left: tokens are valid an hour for any number of runners,
-// and one call per pool per half hour spares the shared budget.
-func (r *Reconciler) registrationToken(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) (github.Token, error) {
-	if t := s.mem.token; t.Value != "" && t.ExpiresAt.Sub(s.now) > 30*time.Minute {
-		return t, nil
-	}
-	t, err := gh.RegistrationToken(ctx, gscope)
-	if err != nil {
-		return github.Token{}, err
-	}
-	s.mem.token = t
-	return t, nil
+// registrationToken fetches a registration token for one runner. It is
+// never kept or given to a second runner: a token registers any number of
+// runners for an hour, so one shared across a pool would let a job that
+// read it register rogue runners with the pool's labels. One call per
+// runner made is what the RegistrationToken method costs the shared budget
+// (providers/github/ratelimit.go); JITConfig costs the same call.
+func (r *Reconciler) registrationToken(ctx context.Context, gh *github.Client, gscope github.Scope) (github.Token, error) {
+	return gh.RegistrationToken(ctx, gscope)
 }
 
 // deleteRunnerMachine deletes a claim (its finalizer deletes the VM) and

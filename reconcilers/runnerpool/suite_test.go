@@ -67,7 +67,10 @@ func TestMain(m *testing.M) {
 			return fail(err)
 		}
 		webhookURL = "http://" + addr + "/github/webhook"
-		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret, JobDuration: 500 * time.Millisecond})
+		// One PAT serves every test on both providers: a budget ten times
+		// GitHub's hourly 5000 keeps one test's calls from starving the next.
+		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret,
+			JobDuration: 500 * time.Millisecond, RateLimit: 50000})
 		if err := gh.Start(); err != nil {
 			return fail(err)
 		}
@@ -98,10 +101,9 @@ func TestMain(m *testing.M) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
-		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(),
-			PowerOff: func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
-				return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
-			}}
+		// The agents find each claim's machine on KubeVirt or, for a
+		// Proxmox lab's namespace, on its simulator (proxmox_test.go).
+		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(), PowerOff: guestPowerOff, UserData: guestUserData, Process: guestProcess}
 		agents.Start(ctx)
 		return func() {
 			cancel()
