@@ -305,7 +305,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			continue
 		}
 		rn, registered := obs.byName[c.Name]
-		age := s.now.Sub(c.CreationTimestamp.Time)
+		age := s.now.Sub(createdAt(c))
 		switch {
 		case c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed:
 			obs.gone = append(obs.gone, c)
@@ -485,7 +485,8 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		return fmt.Errorf("creating the bootstrap Secret: %w", err)
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels,
+			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef:       pool.Spec.TemplateRef,
 			UserDataSecretRef: &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
@@ -616,4 +617,20 @@ func registrationTimeout(p *hypervisorv1alpha1.RunnerPool) time.Duration {
 		return d.Duration
 	}
 	return 15 * time.Minute
+}
+
+// createdAtAnnotation records when the pool made a runner's claim, by the
+// reconciler's own clock. Registration timeout and maxLifetime are measured
+// from it, so they agree with every other time the pool compares (idle
+// since, poll due), which come from the same clock. With the real clock it
+// equals the claim's creationTimestamp.
+const createdAtAnnotation = "hyperfleet.io/runner-created-at"
+
+// createdAt is when the pool made c: its annotation, or, for a claim made
+// before the annotation existed, its creationTimestamp.
+func createdAt(c *hypervisorv1alpha1.MachineClaim) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, c.Annotations[createdAtAnnotation]); err == nil {
+		return t
+	}
+	return c.CreationTimestamp.Time
 }
