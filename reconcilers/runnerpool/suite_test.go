@@ -264,3 +264,14 @@ func age(since metav1.Time, d time.Duration) {
 		clk.SetTime(at)
 	}
 }
+
+// ageClaim moves the clock past d from when the pool made c: the pool
+// measures a runner's age by its own (this fake) clock, recorded in the
+// claim's hyperfleet.io/runner-created-at annotation.
+func ageClaim(c *hypervisorv1alpha1.MachineClaim, d time.Duration) {
+	at, err := time.Parse(time.RFC3339Nano, c.Annotations["hyperfleet.io/runner-created-at"])
+	if err != nil {
+		at = c.CreationTimestamp.Time
+	}
+	age(metav1.NewTime(at), d)
+}
