@@ -124,10 +124,16 @@ func run(args []string) error {
 	if err != nil {
 		return fmt.Errorf(".runner: AgentId %q: %w", s.AgentID, err)
 	}
+	req := map[string]any{"id": id, "wait": true}
+	if creds, err := credentials(); err != nil {
+		return err
+	} else if creds != "" {
+		req = map[string]any{"jitconfig": creds, "wait": true}
+	}
 	fmt.Println("√ Connected to GitHub")
 	fmt.Println("Listening for Jobs")
 	done := make(chan error, 1)
-	go func() { done <- post(s.GitHubURL, "/_sim/runners/run", map[string]any{"id": id, "wait": true}, nil) }()
+	go func() { done <- post(s.GitHubURL, "/_sim/runners/run", req, nil) }()
 	if os.Getenv("FAKERUNNER_JOB_OUTPUT") != "" {
 		self, err := os.Executable()
 		if err != nil {
@@ -144,6 +150,35 @@ func run(args []string) error {
 	}
 	fmt.Println("Job completed; the ephemeral runner exits")
 	return nil
+}
+
+// jitSettingsFiles are the files a JIT config holds (HostContext.cs's
+// WellKnownConfigFile Runner, Credentials, RSACredentials).
+var jitSettingsFiles = []string{".runner", ".credentials", ".credentials_rsaparams"}
+
+// credentials is how the runner proves to githubsim who it is: as the real
+// listener authenticates with the .credentials (and RSA key) in its
+// directory, the fake hands githubsim those files, as they are on disk, in
+// a JIT config's encoding. No .credentials (a runner config.sh registered
+// here, which writes .runner only) gives "", and the runner starts by ID.
+// A file the agent wrote wrongly or not at all makes githubsim refuse.
+func credentials() (string, error) {
+	if _, err := os.Stat(".credentials"); os.IsNotExist(err) {
+		return "", nil
+	}
+	files := map[string]string{}
+	for _, name := range jitSettingsFiles {
+		data, err := os.ReadFile(name) //nolint:gosec // the runner's own settings files
+		if err != nil {
+			return "", fmt.Errorf("reading the runner's settings: %w", err)
+		}
+		files[name] = base64.StdEncoding.EncodeToString(data)
+	}
+	outer, err := json.Marshal(files)
+	if err != nil {
+		return "", err
+	}
+	return base64.StdEncoding.EncodeToString(outer), nil
 }
 
 // writeJITFiles does what Runner.Listener does with --jitconfig: it writes
