@@ -221,7 +221,7 @@ func (r *Reconciler) deleteMachines(ctx context.Context, s *scope) (skeleton.Res
 		s.released = true
 		return skeleton.Stop(), nil
 	}
-	s.pastDeadline = !s.now.Before(skeleton.DeletionDeadline(s.pool, r.FinalizationTimeout))
+	s.pastDeadline = !s.now.Before(r.deletionDeadline(ctx, s))
 	claims, err := r.claims(ctx, s.pool)
 	if err != nil {
 		s.cleanupErr = fmt.Errorf("listing the pool's MachineClaims: %w", err)

@@ -275,3 +275,15 @@ func ageClaim(c *hypervisorv1alpha1.MachineClaim, d time.Duration) {
 	}
 	age(metav1.NewTime(at), d)
 }
+
+// ageDeletion moves the clock past d from when the pool's reconciler saw
+// p deleted, by its own (this fake) clock: the deadline of a deleted pool
+// runs from its hyperfleet.io/deletion-seen-at annotation.
+func ageDeletion(t *testing.T, p *hypervisorv1alpha1.RunnerPool, d time.Duration) {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, p.Annotations["hyperfleet.io/deletion-seen-at"])
+	if err != nil {
+		t.Fatalf("the deleted pool %s has no deletion-seen-at annotation: %v", p.Name, err)
+	}
+	age(metav1.NewTime(at), d)
+}
