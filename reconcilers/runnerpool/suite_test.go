@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -183,6 +185,7 @@ func (l *lab) pool(name string, mutate ...func(*hypervisorv1alpha1.RunnerPool)) 
 		m(p)
 	}
 	l.create(p)
+	poolLabels.Store(name, runnerpool.PoolRunnerLabel(p))
 	return p
 }
 
@@ -211,11 +214,23 @@ func (l *lab) vms() int {
 	return len(list.Items)
 }
 
-// registered counts the runners GitHub lists whose name starts with prefix.
-func registered(prefix string) int {
+// poolLabels maps a pool name to the registration label of the pool of
+// that name the running test made last (runnerpool.PoolRunnerLabel).
+var poolLabels sync.Map
+
+// registered counts the registrations GitHub lists of the running test's
+// pool named pool: its runners' names start with it, and they carry its
+// label. One githubsim serves every test, and the KubeVirt and Proxmox
+// cases use the same pool names, so a name alone would also count an
+// earlier test's pool still being deleted.
+func registered(pool string) int {
+	v, ok := poolLabels.Load(pool)
+	if !ok {
+		panic("registered: no pool " + pool + " made by this suite")
+	}
 	n := 0
 	for _, r := range gh.Runners() {
-		if strings.HasPrefix(r.Name, prefix+"-") {
+		if strings.HasPrefix(r.Name, pool+"-") && slices.ContainsFunc(r.Labels, func(l string) bool { return strings.EqualFold(l, v.(string)) }) {
 			n++
 		}
 	}
