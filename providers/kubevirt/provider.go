@@ -135,8 +135,14 @@ func (p *Provider) instance(ctx context.Context, r client.Reader, vm *kubevirtv1
 	return vmi, nil
 }
 
-// Create makes the cloud-init Secret and the VirtualMachine, or reports the
+// Create makes the VirtualMachine and its cloud-init Secret, or reports the
 // one already made. KubeVirt starts it; Observe follows the instance.
+//
+// A machine with user data is made in three steps (userdata.go): the VM
+// halted, then the Secret owned by the VM, then the VM started. So the
+// Secret never exists without an owner: a crash between two steps leaves at
+// worst a halted VM, which the claim's deletion or the sweeper finds like
+// any other, and Kubernetes' garbage collector takes the Secret with it.
 func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
 	ns := p.namespace(spec.Ref)
 	key := types.NamespacedName{Namespace: ns, Name: spec.Ref.Name}
@@ -144,7 +150,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 	err := p.cfg.Client.Get(ctx, key, vm)
 	switch {
 	case err == nil:
-		return p.existing(ctx, vm, spec.Owner)
+		return p.existing(ctx, vm, spec)
 	case !apierrors.IsNotFound(err):
 		return providers.Machine{}, apiError("reading VirtualMachine "+key.String(), err)
 	}
@@ -154,9 +160,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		return providers.Machine{}, err
 	}
 	if want.secret != nil {
-		if err := p.ensureSecret(ctx, want.secret, spec.Owner); err != nil {
-			return providers.Machine{}, err
-		}
+		holdForUserData(want.vm)
 	}
 	if err := p.cfg.Client.Create(ctx, want.vm); err != nil {
 		if apierrors.IsAlreadyExists(err) {
@@ -164,12 +168,12 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 			if err := p.cfg.Reader.Get(ctx, key, vm); err != nil {
 				return providers.Machine{}, apiError("reading VirtualMachine "+key.String(), err)
 			}
-			return p.existing(ctx, vm, spec.Owner)
+			return p.existing(ctx, vm, spec)
 		}
 		return providers.Machine{}, apiError("creating VirtualMachine "+key.String(), err)
 	}
 	if want.secret != nil {
-		if err := p.adoptSecret(ctx, want.vm); err != nil {
+		if err := p.provideUserData(ctx, want.vm, want.secret, spec.Owner); err != nil {
 			return providers.Machine{}, err
 		}
 	}
@@ -179,46 +183,37 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 }
 
 // existing answers Create for a VirtualMachine already there: ours, it is
-// the machine (finishing the Secret's adoption a crash may have cut short);
-// anyone else's, the name is taken.
-func (p *Provider) existing(ctx context.Context, vm *kubevirtv1.VirtualMachine, owner providers.Owner) (providers.Machine, error) {
-	if !p.owns(vm, owner) {
-		return providers.Machine{}, fmt.Errorf("VirtualMachine %s/%s exists and is not owned by %s/%s: %w", vm.Namespace, vm.Name, owner.Namespace, owner.Name, providers.ErrNameTaken)
-	}
-	if err := p.adoptSecret(ctx, vm); err != nil {
-		return providers.Machine{}, err
+// the machine (finishing the start a crash may have cut short); anyone
+// else's, the name is taken.
+func (p *Provider) existing(ctx context.Context, vm *kubevirtv1.VirtualMachine, spec providers.MachineSpec) (providers.Machine, error) {
+	if !p.owns(vm, spec.Owner) {
+		return providers.Machine{}, fmt.Errorf("VirtualMachine %s/%s exists and is not owned by %s/%s: %w", vm.Namespace, vm.Name, spec.Owner.Namespace, spec.Owner.Name, providers.ErrNameTaken)
 	}
 	// One made before installations becomes this installation's.
 	if err := p.mark(ctx, vm); err != nil {
 		return providers.Machine{}, err
 	}
-	return p.observe(ctx, vm)
-}
-
-// ensureSecret creates the cloud-init Secret before the VM that mounts it,
-// so KubeVirt never starts the VM without its user data.
-func (p *Provider) ensureSecret(ctx context.Context, s *corev1.Secret, owner providers.Owner) error {
-	err := p.cfg.Client.Create(ctx, s)
-	if err == nil || !apierrors.IsAlreadyExists(err) {
+	if heldForUserData(vm) {
+		want, err := p.build(spec, vm.Namespace)
 		if err != nil {
-			return apiError("creating Secret "+s.Namespace+"/"+s.Name, err)
+			return providers.Machine{}, err
 		}
-		return nil
+		if want.secret == nil {
+			// The user data is gone from the spec: start without it.
+			err = p.startHeld(ctx, vm)
+		} else {
+			err = p.provideUserData(ctx, vm, want.secret, spec.Owner)
+		}
+		if err != nil {
+			return providers.Machine{}, err
+		}
+		return machineOf(vm, nil), nil
 	}
-	have := &corev1.Secret{}
-	if err := p.cfg.Reader.Get(ctx, client.ObjectKeyFromObject(s), have); err != nil {
-		return apiError("reading Secret "+s.Namespace+"/"+s.Name, err)
+	// A VM made by a version that created the Secret first: own it now.
+	if err := p.adoptSecret(ctx, vm); err != nil {
+		return providers.Machine{}, err
 	}
-	if !p.owns(have, owner) {
-		return providers.Permanent("SecretNameTaken", fmt.Sprintf(
-			"Secret %s/%s, where the machine's cloud-init user data goes, exists and was not made for %s/%s; delete or rename it",
-			s.Namespace, s.Name, owner.Namespace, owner.Name), nil)
-	}
-	if string(have.Data[UserDataKey]) == string(s.Data[UserDataKey]) {
-		return nil
-	}
-	have.Data = s.Data
-	return apiError("updating Secret "+s.Namespace+"/"+s.Name, p.cfg.Client.Update(ctx, have))
+	return p.observe(ctx, vm)
 }
 
 // adoptSecret makes the VirtualMachine the cloud-init Secret's owner, so
@@ -226,9 +221,7 @@ func (p *Provider) ensureSecret(ctx context.Context, s *corev1.Secret, owner pro
 // someone deletes the VM by hand.
 func (p *Provider) adoptSecret(ctx context.Context, vm *kubevirtv1.VirtualMachine) error {
 	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: vm.Namespace, Name: secretName(vm.Name)}}
-	ownerRef := metav1.OwnerReference{
-		APIVersion: kubevirtv1.SchemeGroupVersion.String(), Kind: "VirtualMachine", Name: vm.Name, UID: vm.UID,
-	}
+	ownerRef := vmOwnerRef(vm)
 	// A merge patch on a Secret we may not have read: the ownerReferences
 	// list is replaced whole, which is right since only we own it.
 	patch := map[string]any{"metadata": map[string]any{"ownerReferences": []metav1.OwnerReference{ownerRef}}}

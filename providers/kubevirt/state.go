@@ -24,6 +24,12 @@ func machineOf(vm *kubevirtv1.VirtualMachine, vmi *kubevirtv1.VirtualMachineInst
 		Provisioned:  true,
 	}
 	strategy := runStrategy(vm)
+	if heldForUserData(vm) && (vmi == nil || vmi.UID == "") {
+		// Create has a step left: the next Create call takes it.
+		m.State, m.Progress = providers.PowerProvisioning, "made halted; starts once its cloud-init Secret exists"
+		m.Provisioned = false
+		return m
+	}
 	if vmi == nil || vmi.UID == "" {
 		// No instance: stopped only if nothing will start one. Always
 		// always starts one. RerunOnFailure and Once start one for a new VM

@@ -301,3 +301,34 @@ func TestOwnership(t *testing.T) {
 		t.Error("an empty owner UID owns nothing")
 	}
 }
+
+// A VM made halted for its Secret remembers the strategy it starts with,
+// whatever form the template gave it in, and reads as starting, not stopped.
+func TestHoldForUserData(t *testing.T) {
+	yes, once := true, kubevirtv1.RunStrategyOnce
+	for name, tc := range map[string]struct {
+		spec kubevirtv1.VirtualMachineSpec
+		want kubevirtv1.VirtualMachineRunStrategy
+	}{
+		"running: true":          {kubevirtv1.VirtualMachineSpec{Running: &yes}, kubevirtv1.RunStrategyAlways},
+		"runStrategy Once":       {kubevirtv1.VirtualMachineSpec{RunStrategy: &once}, kubevirtv1.RunStrategyOnce},
+		"neither (KubeVirt: on)": {kubevirtv1.VirtualMachineSpec{}, kubevirtv1.RunStrategyAlways},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vm := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "vm", UID: "u"}, Spec: tc.spec}
+			holdForUserData(vm)
+			if vm.Spec.Running != nil || vm.Spec.RunStrategy == nil || *vm.Spec.RunStrategy != kubevirtv1.RunStrategyHalted {
+				t.Fatalf("held VM spec %+v, want runStrategy Halted only", vm.Spec)
+			}
+			if got := vm.Annotations[AnnotationStartStrategy]; got != string(tc.want) {
+				t.Errorf("remembered strategy %q, want %q", got, tc.want)
+			}
+			if !heldForUserData(vm) {
+				t.Error("heldForUserData = false on a held VM")
+			}
+			if m := machineOf(vm, nil); m.State != providers.PowerProvisioning || m.Provisioned {
+				t.Errorf("held VM reads as %s (%s), provisioned %v; want provisioning with Create's step left", m.State, m.Progress, m.Provisioned)
+			}
+		})
+	}
+}

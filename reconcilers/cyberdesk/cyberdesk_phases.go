@@ -53,9 +53,11 @@ func (r *Reconciler) observeVM(ctx context.Context, s *scope) (skeleton.Result, 
 	return skeleton.Continue(), nil
 }
 
-// createVM renders the template ConfigMap as it is now and makes the VM.
+// createVM renders the template ConfigMap as it is now and makes the VM,
+// or finishes making one a crash cut short (not Provisioned: Create has a
+// step left, such as starting a VM made halted for its Secret).
 func (r *Reconciler) createVM(ctx context.Context, s *scope) (skeleton.Result, error) {
-	if !s.vmMissing {
+	if !s.vmMissing && (s.machine == nil || s.machine.Provisioned) {
 		return skeleton.Continue(), nil
 	}
 	d := s.desk
