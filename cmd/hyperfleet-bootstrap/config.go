@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
 	"strings"
 )
@@ -47,7 +46,10 @@ type Runner struct {
 	// SHA256 of the tarball, checked when set.
 	SHA256 string `json:"sha256,omitempty"`
 	// InstallDir receives the runner; an install already there is reused.
-	InstallDir   string `json:"installDir,omitempty"`
+	InstallDir string `json:"installDir,omitempty"`
+	// User the runner (and so every job) runs as: a name, created with
+	// useradd when missing, or "uid:gid". Never root.
+	User         string `json:"user,omitempty"`
 	ConfigScript string `json:"configScript,omitempty"`
 	RunScript    string `json:"runScript,omitempty"`
 }
@@ -58,15 +60,17 @@ const (
 	defaultRunnerVersion = "2.321.0"
 	defaultDownloadURL   = "https://github.com/actions/runner/releases/download/v{version}/actions-runner-{os}-{arch}-{version}.tar.gz"
 	defaultInstallDir    = "/opt/actions-runner"
+	defaultRunnerUser    = "runner"
 )
 
-// loadConfig reads path and fills what it leaves empty from the environment
-// and the defaults.
+// loadConfig takes the configuration from path (takeConfig: read, then
+// deleted) and fills what it leaves empty from the environment and the
+// defaults.
 func loadConfig(path string, getenv func(string) string) (Config, error) {
 	var c Config
-	data, err := os.ReadFile(path) //nolint:gosec // the path is the operator's to choose
+	data, err := takeConfig(path)
 	if err != nil {
-		return c, fmt.Errorf("reading the configuration %s (written by cloud-init): %w", path, err)
+		return c, err
 	}
 	dec := json.NewDecoder(strings.NewReader(string(data)))
 	dec.DisallowUnknownFields()
@@ -95,6 +99,7 @@ func (c *Config) applyDefaults(getenv func(string) string) {
 	pick(&r.InstallDir, "RUNNER_INSTALL_DIR", defaultInstallDir)
 	pick(&r.ConfigScript, "RUNNER_CONFIG_SCRIPT", "config.sh")
 	pick(&r.RunScript, "RUNNER_RUN_SCRIPT", "run.sh")
+	pick(&r.User, "RUNNER_USER", defaultRunnerUser)
 	pick(&c.WorkDir, "RUNNER_WORK_DIR", "_work")
 	if len(c.PowerOffCommand) == 0 {
 		if cmd := getenv("HYPERFLEET_POWEROFF_COMMAND"); cmd != "" {

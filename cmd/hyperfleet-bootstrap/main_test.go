@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -28,7 +29,8 @@ import (
 // scripts wrap Runner.Listener.
 func fakeRunnerTarball(t *testing.T) []byte {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "fakerunner")
+	bin := filepath.Join(os.TempDir(), fmt.Sprintf("hyperfleet-fakerunner-%d", os.Getpid()))
+	fakeRunnerBin = bin
 	cmd := exec.Command("go", "build", "-o", bin, "./testdata/fakerunner")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("building the fake runner: %v\n%s", err, out)
@@ -63,8 +65,23 @@ func fakeRunnerTarball(t *testing.T) []byte {
 var (
 	tarballOnce sync.Once
 	tarball     []byte
+	// fakeRunnerBin is the fake runner's binary, also run on its own as a job.
+	fakeRunnerBin string
 )
 
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if fakeRunnerBin != "" {
+		_ = os.Remove(fakeRunnerBin)
+	}
+	os.Exit(code)
+}
+
+// lab is one simulated runner VM: dir is its filesystem's root (the agent's
+// configuration under etc/hyperfleet, the runner under opt/actions-runner),
+// and user the runner's account: nobody when the tests run as root, so the
+// runner and its job really run unprivileged; else the tests' own user (the
+// agent cannot switch users then, and says so in the test log).
 type lab struct {
 	sim      *githubsim.Server
 	gh       *github.Client
@@ -72,6 +89,8 @@ type lab struct {
 	download *httptest.Server
 	dir      string
 	sum      string
+	user     string
+	uid, gid int
 }
 
 func newLab(t *testing.T) *lab {
@@ -97,24 +116,49 @@ func newLab(t *testing.T) *lab {
 	}))
 	t.Cleanup(download.Close)
 	sum := sha256.Sum256(tarball)
-	return &lab{sim: sim, gh: gh, scope: github.Scope{Owner: "acme", Repository: "widgets"}, download: download,
-		dir: t.TempDir(), sum: hex.EncodeToString(sum[:])}
+	l := &lab{sim: sim, gh: gh, scope: github.Scope{Owner: "acme", Repository: "widgets"}, download: download,
+		dir: t.TempDir(), sum: hex.EncodeToString(sum[:]), uid: os.Getuid(), gid: os.Getgid()}
+	if l.uid == 0 {
+		l.uid, l.gid = 65534, 65534
+	} else {
+		t.Logf("not root: the runner runs as the tests' own uid %d, so the search cannot show what a different uid hides", l.uid)
+	}
+	l.user = fmt.Sprintf("%d:%d", l.uid, l.gid)
+	// t.TempDir's parent is 0700: open the way to the VM's root, as / is.
+	for _, d := range []string{filepath.Dir(l.dir), l.dir} {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l
 }
 
 func (l *lab) config(t *testing.T, c Config) string {
 	t.Helper()
-	c.Runner = Runner{Version: "2.321.0", OS: "linux", Arch: "x64", SHA256: l.sum,
-		DownloadURL: l.download.URL + "/v{version}/actions-runner-{os}-{arch}-{version}.tar.gz", InstallDir: filepath.Join(l.dir, "runner")}
+	c.Runner = Runner{Version: "2.321.0", OS: "linux", Arch: "x64", SHA256: l.sum, User: l.user,
+		DownloadURL: l.download.URL + "/v{version}/actions-runner-{os}-{arch}-{version}.tar.gz", InstallDir: filepath.Join(l.dir, "opt", "actions-runner")}
 	c.PowerOffCommand = []string{"touch", filepath.Join(l.dir, "powered-off")}
 	data, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(l.dir, "bootstrap.json")
+	// As the user data's bootcmd and write_files leave it.
+	path := filepath.Join(l.dir, "etc", "hyperfleet", "bootstrap.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path
+}
+
+// configGone fails the test if the agent left its configuration behind.
+func configGone(t *testing.T, path string) {
+	t.Helper()
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the configuration %s is still there after the agent read it (stat: %v)", path, err)
+	}
 }
 
 func (l *lab) poweredOff() bool {
@@ -160,6 +204,7 @@ func TestRegistrationTokenRunsOneJobAndPowersOff(t *testing.T) {
 	if strings.Contains(out, tok.Value) {
 		t.Fatal("the registration token was printed on the console")
 	}
+	configGone(t, path)
 }
 
 // A JIT config: no config.sh, run.sh --jitconfig.
@@ -174,7 +219,6 @@ func TestJITConfigRunsOneJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	path := l.config(t, Config{JITConfig: jit.Encoded, Name: "pool-jit01"})
-	t.Setenv("FAKERUNNER_GITHUB_URL", l.sim.URL())
 	var console bytes.Buffer
 	if code := run([]string{"--config", path}, &console, &console, noEnv); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, console.String())
@@ -185,6 +229,7 @@ func TestJITConfigRunsOneJob(t *testing.T) {
 	if strings.Contains(console.String(), jit.Encoded) {
 		t.Fatal("the JIT config was printed on the console")
 	}
+	configGone(t, path)
 }
 
 // A tampered download is refused; the agent still powers the VM off so
@@ -219,7 +264,7 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 	if want := "https://mirror.example/2.400.0/" + runnerOS(runtime.GOOS) + "-" + runnerArch(runtime.GOARCH) + ".tgz"; c.Runner.downloadURL() != want {
 		t.Errorf("download URL %q", c.Runner.downloadURL())
 	}
-	if c.Runner.InstallDir != "/srv/runner" || !c.powerOff() || c.PowerOffCommand[0] != "poweroff" {
+	if c.Runner.InstallDir != "/srv/runner" || !c.powerOff() || c.PowerOffCommand[0] != "poweroff" || c.Runner.User != "runner" {
 		t.Errorf("defaults: %+v", c)
 	}
 	for body, want := range map[string]string{

@@ -1,9 +1,11 @@
 // Package runnersim plays the inside of runner VMs for the sandbox and the
 // tests, where no guest boots: for every Ready MachineClaim of a RunnerPool
 // it does what cmd/hyperfleet-bootstrap does in a real VM — reads the
-// configuration from the claim's cloud-init user data, registers the runner
-// with githubsim (config.sh), runs it for one job (run.sh) and powers the
-// machine off through the hypervisor simulator.
+// configuration from the claim's cloud-init user data (where the guest
+// finds it: the claim's Secret on KubeVirt, the NoCloud ISO on Proxmox),
+// registers the runner with githubsim (config.sh), runs it for one job
+// (run.sh) and powers the machine off through the hypervisor simulator.
+// cmd/hyperfleet-bootstrap's own tests run the real agent, as processes.
 package runnersim
 
 import (
@@ -30,6 +32,13 @@ type Agents struct {
 	Client   client.Client
 	GitHub   *githubsim.Server
 	PowerOff PowerOff
+	// UserData reads a claim's user data as its guest would (Proxmox: the
+	// NoCloud ISO it booted with, NoCloudUserData); nil reads the claim's
+	// user-data Secret, which KubeVirt's cloudInitNoCloud volume names.
+	UserData func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) (string, error)
+	// Process, when it returns one for a claim, runs the real agent for
+	// it as a process (Process) instead of the in-process stand-in.
+	Process func(claim *hypervisorv1alpha1.MachineClaim) *Process
 	// Namespace limits the claims looked at; empty is all.
 	Namespace string
 	// Interval between looks for new Ready machines (200 ms).
@@ -107,6 +116,20 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 		a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
 		return
 	}
+	if a.Process != nil {
+		if p := a.Process(c); p != nil {
+			if err := p.run(ctx, cfg); err != nil {
+				if ctx.Err() == nil {
+					a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
+				}
+				return
+			}
+			if err := a.PowerOff(ctx, c); err != nil && ctx.Err() == nil {
+				a.Log.V(1).Info("Power-off failed (the machine may be gone already)", "claim", c.Name, "error", err.Error())
+			}
+			return
+		}
+	}
 	req := githubsim.RunRequest{Wait: true}
 	if cfg.JITConfig != "" {
 		req.JITConfig = cfg.JITConfig
@@ -136,13 +159,29 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 }
 
 func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (runnerpool.BootstrapConfig, error) {
-	ref := c.Spec.UserDataSecretRef
-	if ref == nil {
-		return runnerpool.BootstrapConfig{}, fmt.Errorf("no userDataSecretRef")
+	read := a.UserData
+	if read == nil {
+		read = func(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (string, error) {
+			return SecretUserData(ctx, a.Client, c)
+		}
 	}
-	s := &corev1.Secret{}
-	if err := a.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: ref.Name}, s); err != nil {
+	ud, err := read(ctx, c)
+	if err != nil {
 		return runnerpool.BootstrapConfig{}, err
 	}
-	return runnerpool.ParseUserData(string(s.Data[ref.Key]))
+	return runnerpool.ParseUserData(ud)
+}
+
+// SecretUserData reads a claim's user data from the Secret its
+// userDataSecretRef names, as a KubeVirt guest's cloudInitNoCloud volume does.
+func SecretUserData(ctx context.Context, c client.Client, claim *hypervisorv1alpha1.MachineClaim) (string, error) {
+	ref := claim.Spec.UserDataSecretRef
+	if ref == nil {
+		return "", fmt.Errorf("no userDataSecretRef")
+	}
+	s := &corev1.Secret{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: ref.Name}, s); err != nil {
+		return "", err
+	}
+	return string(s.Data[ref.Key]), nil
 }

@@ -343,7 +343,7 @@ func TestDefaults(t *testing.T) {
 	if err := testenv.Client().Get(ctx, client.ObjectKeyFromObject(rp), pool); err != nil {
 		t.Fatal(err)
 	}
-	if pool.Spec.MinReplicas != 0 || pool.Spec.MaxReplicas != 10 || pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken {
+	if pool.Spec.MinReplicas != 0 || pool.Spec.MaxReplicas != 10 || pool.Spec.RegistrationMethod != hypervisorv1alpha1.JITConfig {
 		t.Errorf("RunnerPool defaults: min=%d max=%d method=%q", pool.Spec.MinReplicas, pool.Spec.MaxReplicas, pool.Spec.RegistrationMethod)
 	}
 	if pool.Spec.IdleTTL == nil || pool.Spec.IdleTTL.Duration.String() != "10m0s" {

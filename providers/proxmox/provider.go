@@ -110,6 +110,10 @@ func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (provi
 	}
 	if m.State == providers.PowerRunning {
 		m.Addresses = p.addresses(ctx, vm)
+		// The guest agent answered: the guest has read its user data.
+		if len(m.Addresses) > 0 && m.Provisioned {
+			p.ejectUserData(ctx, vm)
+		}
 	}
 	return m, nil
 }

@@ -3,6 +3,7 @@ package runnerpool
 import (
 	"encoding/json"
 	"fmt"
+	"path"
 	"strings"
 )
 
@@ -19,6 +20,8 @@ type RunnerSettings struct {
 	InstallDir   string `json:"installDir,omitempty"`
 	ConfigScript string `json:"configScript,omitempty"`
 	RunScript    string `json:"runScript,omitempty"`
+	// User the runner and its jobs run as (the agent's default: runner).
+	User string `json:"user,omitempty"`
 }
 
 // BootstrapConfig is the agent's configuration file, the shape
@@ -34,8 +37,11 @@ type BootstrapConfig struct {
 }
 
 // userData is the cloud-config that writes the agent's configuration and
-// starts the agent. It carries a short-lived registration token or a JIT
-// config — never a long-lived credential — and lives only in a Secret.
+// starts the agent. It carries one runner's JIT config or registration
+// token — never a long-lived credential — and lives only in a Secret (and,
+// on Proxmox, on the NoCloud ISO until the guest has booted). bootcmd runs
+// before write_files, so the configuration's directory is root-only before
+// the file exists; the agent deletes the file once it has read it.
 func userData(cfg BootstrapConfig, agentPath string) (string, error) {
 	data, err := json.MarshalIndent(cfg, "", "  ")
 	if err != nil {
@@ -43,6 +49,8 @@ func userData(cfg BootstrapConfig, agentPath string) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString("#cloud-config\n")
+	b.WriteString("bootcmd:\n")
+	fmt.Fprintf(&b, "  - [install, -d, -m, \"0700\", %s]\n", path.Dir(BootstrapConfigPath))
 	b.WriteString("write_files:\n")
 	fmt.Fprintf(&b, "  - path: %s\n", BootstrapConfigPath)
 	b.WriteString("    permissions: \"0600\"\n")

@@ -38,7 +38,7 @@ func TestPoolReleasedAtDeadlineWhenClaimsCannotBeDeleted(t *testing.T) {
 		pool = l.get("pinned")
 		return readyReason(pool) == "Deleting" && strings.Contains(describe(pool), "refused by the test"), describe(pool)
 	})
-	age(*pool.DeletionTimestamp, time.Minute+time.Second) // the suite's FinalizationTimeout
+	ageDeletion(t, pool, time.Minute+time.Second) // the suite's FinalizationTimeout
 	eventually.That(t, 30*time.Second, func() (bool, string) {
 		err := l.c.Get(rootCtx, client.ObjectKey{Namespace: l.ns, Name: "pinned"}, &hypervisorv1alpha1.RunnerPool{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("the pool past its deadline: %v", err)
@@ -58,6 +58,35 @@ func TestPoolReleasedAtDeadlineWhenClaimsCannotBeDeleted(t *testing.T) {
 	// The claim the API server kept is still there, as the event said.
 	if err := l.c.Get(rootCtx, client.ObjectKeyFromObject(&claim), &hypervisorv1alpha1.MachineClaim{}); err != nil {
 		t.Errorf("the claim whose deletion was refused: %v", err)
+	}
+}
+
+// A pool deleted while the pools' clock reads later than the API server's
+// (the suite's stepped clock; a manager whose clock runs ahead) still
+// deletes its machines and registrations: its deadline runs from when its
+// reconciler saw the deletion, by that clock, not from the API server's
+// deletionTimestamp, which would put it past the deadline at once.
+func TestDeletedPoolCleansUpWhenItsClockIsAhead(t *testing.T) {
+	l := newLab(t)
+	one := int32(1)
+	l.pool("ahead", func(p *hypervisorv1alpha1.RunnerPool) { p.Spec.Replicas = &one })
+	eventually.That(t, time.Minute, func() (bool, string) {
+		p := l.get("ahead")
+		return p.Status.IdleReplicas == 1 && registered("ahead") == 1, describe(p)
+	})
+	// Two minutes ahead of the API server: past the suite's FinalizationTimeout.
+	age(metav1.Now(), 2*time.Minute)
+	if err := l.c.Delete(rootCtx, l.get("ahead")); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, time.Minute, func() (bool, string) {
+		return len(l.claims()) == 0 && l.vms() == 0 && registered("ahead") == 0,
+			fmt.Sprintf("%d claims, %d VMs, %d registered; events %q", len(l.claims()), l.vms(), registered("ahead"), l.events("ahead"))
+	})
+	for _, e := range l.events("ahead") {
+		if strings.HasPrefix(e, "FinalizerDeadlineExceeded: ") {
+			t.Errorf("the pool gave up at once: %s", e)
+		}
 	}
 }
 

@@ -71,7 +71,6 @@ type Reconciler struct {
 // poolMemory is what a pool's reconciles remember between each other:
 // only caches and timers, nothing that a restart would make wrong.
 type poolMemory struct {
-	token      github.Token
 	idleSince  map[string]time.Time
 	seenOnline map[string]bool
 	// creating holds claims made but not yet seen in the cache, so a

@@ -221,7 +221,7 @@ func (r *Reconciler) deleteMachines(ctx context.Context, s *scope) (skeleton.Res
 		s.released = true
 		return skeleton.Stop(), nil
 	}
-	s.pastDeadline = !s.now.Before(skeleton.DeletionDeadline(s.pool, r.FinalizationTimeout))
+	s.pastDeadline = !s.now.Before(r.deletionDeadline(ctx, s))
 	claims, err := r.claims(ctx, s.pool)
 	if err != nil {
 		s.cleanupErr = fmt.Errorf("listing the pool's MachineClaims: %w", err)
@@ -305,7 +305,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			continue
 		}
 		rn, registered := obs.byName[c.Name]
-		age := s.now.Sub(c.CreationTimestamp.Time)
+		age := s.now.Sub(createdAt(c))
 		switch {
 		case c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed:
 			obs.gone = append(obs.gone, c)
@@ -447,7 +447,9 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	name := pool.Name + "-" + suffix()
 	cfg := BootstrapConfig{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: r.Runner,
 		Labels: append(append([]string(nil), pool.Spec.Labels...), poolRunnerLabel(pool))}
-	if pool.Spec.RegistrationMethod == hypervisorv1alpha1.JITConfig {
+	// JITConfig unless the pool chose RegistrationToken: a pool stored before
+	// the default changed reads as JITConfig (the API server defaults it).
+	if pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken {
 		groupID, err := gh.RunnerGroupID(ctx, gscope, pool.Spec.RunnerGroup)
 		if err != nil {
 			return err
@@ -459,7 +461,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		}
 		cfg.JITConfig, cfg.RunnerGroup, cfg.Labels = jit.Encoded, "", nil
 	} else {
-		tok, err := r.registrationToken(ctx, s, gh, gscope)
+		tok, err := r.registrationToken(ctx, gh, gscope)
 		if err != nil {
 			return err
 		}
@@ -483,7 +485,8 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		return fmt.Errorf("creating the bootstrap Secret: %w", err)
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels,
+			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef:       pool.Spec.TemplateRef,
 			UserDataSecretRef: &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
@@ -519,19 +522,14 @@ func (r *Reconciler) handOver(ctx context.Context, secret *corev1.Secret, claim 
 	return r.Client.Patch(ctx, secret, patch)
 }
 
-// registrationToken reuses a registration token while it has more than
-// half an hour left: tokens are valid an hour for any number of runners,
-// and one call per pool per half hour spares the shared budget.
-func (r *Reconciler) registrationToken(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) (github.Token, error) {
-	if t := s.mem.token; t.Value != "" && t.ExpiresAt.Sub(s.now) > 30*time.Minute {
-		return t, nil
-	}
-	t, err := gh.RegistrationToken(ctx, gscope)
-	if err != nil {
-		return github.Token{}, err
-	}
-	s.mem.token = t
-	return t, nil
+// registrationToken fetches a registration token for one runner. It is
+// never kept or given to a second runner: a token registers any number of
+// runners for an hour, so one shared across a pool would let a job that
+// read it register rogue runners with the pool's labels. One call per
+// runner made is what the RegistrationToken method costs the shared budget
+// (providers/github/ratelimit.go); JITConfig costs the same call.
+func (r *Reconciler) registrationToken(ctx context.Context, gh *github.Client, gscope github.Scope) (github.Token, error) {
+	return gh.RegistrationToken(ctx, gscope)
 }
 
 // deleteRunnerMachine deletes a claim (its finalizer deletes the VM) and
@@ -619,4 +617,20 @@ func registrationTimeout(p *hypervisorv1alpha1.RunnerPool) time.Duration {
 		return d.Duration
 	}
 	return 15 * time.Minute
+}
+
+// createdAtAnnotation records when the pool made a runner's claim, by the
+// reconciler's own clock. Registration timeout and maxLifetime are measured
+// from it, so they agree with every other time the pool compares (idle
+// since, poll due), which come from the same clock. With the real clock it
+// equals the claim's creationTimestamp.
+const createdAtAnnotation = "hyperfleet.io/runner-created-at"
+
+// createdAt is when the pool made c: its annotation, or, for a claim made
+// before the annotation existed, its creationTimestamp.
+func createdAt(c *hypervisorv1alpha1.MachineClaim) time.Time {
+	if t, err := time.Parse(time.RFC3339Nano, c.Annotations[createdAtAnnotation]); err == nil {
+		return t
+	}
+	return c.CreationTimestamp.Time
 }

@@ -332,7 +332,7 @@ func TestRegistrationTimeoutReplacesTheRunner(t *testing.T) {
 	})
 	defer func() { _ = l.c.Delete(rootCtx, pool) }()
 	first := l.onlyClaim("stuck")
-	age(first.CreationTimestamp, 10*time.Minute+time.Second)
+	ageClaim(&first, 10*time.Minute+time.Second)
 	l.replaced("stuck", first.Name, "RegistrationTimeout")
 }
 
@@ -351,7 +351,7 @@ func TestIdleRunnerPastMaxLifetimeIsReplaced(t *testing.T) {
 		p := l.get("aged")
 		return p.Status.IdleReplicas == 1 && readyReason(p) == "Ready", describe(p)
 	})
-	age(first.CreationTimestamp, time.Hour+time.Second)
+	ageClaim(&first, time.Hour+time.Second)
 	l.replaced("aged", first.Name, "")
 	if n := registered("aged"); n > 1 {
 		t.Errorf("%d runners registered; the retired one's registration should be gone", n)

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -67,7 +69,10 @@ func TestMain(m *testing.M) {
 			return fail(err)
 		}
 		webhookURL = "http://" + addr + "/github/webhook"
-		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret, JobDuration: 500 * time.Millisecond})
+		// One PAT serves every test on both providers: a budget ten times
+		// GitHub's hourly 5000 keeps one test's calls from starving the next.
+		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret,
+			JobDuration: 500 * time.Millisecond, RateLimit: 50000})
 		if err := gh.Start(); err != nil {
 			return fail(err)
 		}
@@ -98,10 +103,9 @@ func TestMain(m *testing.M) {
 		}
 		done := make(chan error, 1)
 		go func() { done <- mgr.Start(ctx) }()
-		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(),
-			PowerOff: func(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
-				return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
-			}}
+		// The agents find each claim's machine on KubeVirt or, for a
+		// Proxmox lab's namespace, on its simulator (proxmox_test.go).
+		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(), PowerOff: guestPowerOff, UserData: guestUserData, Process: guestProcess}
 		agents.Start(ctx)
 		return func() {
 			cancel()
@@ -181,6 +185,7 @@ func (l *lab) pool(name string, mutate ...func(*hypervisorv1alpha1.RunnerPool)) 
 		m(p)
 	}
 	l.create(p)
+	poolLabels.Store(name, runnerpool.PoolRunnerLabel(p))
 	return p
 }
 
@@ -209,11 +214,23 @@ func (l *lab) vms() int {
 	return len(list.Items)
 }
 
-// registered counts the runners GitHub lists whose name starts with prefix.
-func registered(prefix string) int {
+// poolLabels maps a pool name to the registration label of the pool of
+// that name the running test made last (runnerpool.PoolRunnerLabel).
+var poolLabels sync.Map
+
+// registered counts the registrations GitHub lists of the running test's
+// pool named pool: its runners' names start with it, and they carry its
+// label. One githubsim serves every test, and the KubeVirt and Proxmox
+// cases use the same pool names, so a name alone would also count an
+// earlier test's pool still being deleted.
+func registered(pool string) int {
+	v, ok := poolLabels.Load(pool)
+	if !ok {
+		panic("registered: no pool " + pool + " made by this suite")
+	}
 	n := 0
 	for _, r := range gh.Runners() {
-		if strings.HasPrefix(r.Name, prefix+"-") {
+		if strings.HasPrefix(r.Name, pool+"-") && slices.ContainsFunc(r.Labels, func(l string) bool { return strings.EqualFold(l, v.(string)) }) {
 			n++
 		}
 	}
@@ -261,4 +278,27 @@ func age(since metav1.Time, d time.Duration) {
 	if at := since.Add(d); at.After(clk.Now()) {
 		clk.SetTime(at)
 	}
+}
+
+// ageClaim moves the clock past d from when the pool made c: the pool
+// measures a runner's age by its own (this fake) clock, recorded in the
+// claim's hyperfleet.io/runner-created-at annotation.
+func ageClaim(c *hypervisorv1alpha1.MachineClaim, d time.Duration) {
+	at, err := time.Parse(time.RFC3339Nano, c.Annotations["hyperfleet.io/runner-created-at"])
+	if err != nil {
+		at = c.CreationTimestamp.Time
+	}
+	age(metav1.NewTime(at), d)
+}
+
+// ageDeletion moves the clock past d from when the pool's reconciler saw
+// p deleted, by its own (this fake) clock: the deadline of a deleted pool
+// runs from its hyperfleet.io/deletion-seen-at annotation.
+func ageDeletion(t *testing.T, p *hypervisorv1alpha1.RunnerPool, d time.Duration) {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, p.Annotations["hyperfleet.io/deletion-seen-at"])
+	if err != nil {
+		t.Fatalf("the deleted pool %s has no deletion-seen-at annotation: %v", p.Name, err)
+	}
+	age(metav1.NewTime(at), d)
 }

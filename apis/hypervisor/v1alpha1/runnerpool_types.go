@@ -11,9 +11,11 @@ import (
 type RegistrationMethod string
 
 const (
-	// RegistrationToken: a short-lived registration token; the agent runs config.sh --ephemeral.
+	// RegistrationToken: a registration token fetched for this one runner
+	// (never shared with another); the agent runs config.sh --ephemeral.
 	RegistrationToken RegistrationMethod = "RegistrationToken"
-	// JITConfig: a just-in-time runner config; no config.sh step.
+	// JITConfig: a just-in-time runner config, single-use and bound to one
+	// runner; no config.sh step. The default.
 	JITConfig RegistrationMethod = "JITConfig"
 )
 
@@ -44,8 +46,12 @@ type RunnerPoolSpec struct {
 	// +optional
 	RunnerGroup string `json:"runnerGroup,omitempty"`
 
-	// RegistrationMethod: RegistrationToken or JITConfig.
-	// +kubebuilder:default=RegistrationToken
+	// RegistrationMethod is how each runner gets its GitHub credential:
+	// JITConfig (the default), a just-in-time config bound to that one
+	// runner and good for one connection; or RegistrationToken, a token
+	// fetched for that one runner, which could register further runners
+	// until it expires (an hour), so it is the weaker choice.
+	// +kubebuilder:default=JITConfig
 	// +optional
 	RegistrationMethod RegistrationMethod `json:"registrationMethod,omitempty"`
 

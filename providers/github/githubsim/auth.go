@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"math"
 	"net/http"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ type regToken struct {
 	scope   string // lower-case "owner/repo" or "org"
 	remove  bool
 	expires time.Time
+	// seq orders the tokens by when they were minted.
+	seq int64
+	// registered names the runners config.sh registered with the token.
+	registered []string
 }
 
 // AppID is the simulated App's ID (the JWT's iss).
@@ -252,8 +257,32 @@ func (s *Server) handleAccessToken(rc *reqCtx) (int, any, *apiError) {
 func (s *Server) newRegToken(scope string, remove bool) (string, time.Time) {
 	tok := randomAlnum(29, "ABCDEFGHIJKLMNOPQRSTUVWXYZ234567")
 	exp := s.clock.Now().Add(s.opts.RegistrationTokenTTL)
-	s.regTokens[tok] = regToken{scope: scope, remove: remove, expires: exp}
+	s.regTokenSeq++
+	s.regTokens[tok] = regToken{scope: scope, remove: remove, expires: exp, seq: s.regTokenSeq}
 	return tok, exp
+}
+
+// RegistrationTokenUses lists the registration tokens minted for scope
+// ("owner/repo" or an organization), oldest first, each as the names of
+// the runners config.sh registered with it (empty for a token never used):
+// a test sees whether one token served several runners without any token
+// value leaving the simulator. An expired token presented again is dropped.
+func (s *Server) RegistrationTokenUses(scope string) [][]string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	scope = strings.ToLower(scope)
+	var toks []regToken
+	for _, rt := range s.regTokens {
+		if rt.scope == scope && !rt.remove {
+			toks = append(toks, rt)
+		}
+	}
+	sort.Slice(toks, func(i, j int) bool { return toks[i].seq < toks[j].seq })
+	out := make([][]string, len(toks))
+	for i, rt := range toks {
+		out[i] = append([]string{}, rt.registered...)
+	}
+	return out
 }
 
 // checkRegToken validates a registration (or remove) token for scope. The

@@ -136,6 +136,9 @@ func (s *Server) RegisterRunner(req RegisterRequest) (Runner, error) {
 		defaults = []string{"self-hosted", osLabel(req.OS), archLabel(req.Arch)}
 	}
 	r := s.newRunnerLocked(scope, req.Name, g.id, s.makeLabels(defaults, req.Labels), req.Ephemeral)
+	rt := s.regTokens[req.Token]
+	rt.registered = append(rt.registered, req.Name)
+	s.regTokens[req.Token] = rt
 	if req.OS != "" {
 		r.os = strings.ToLower(req.OS)
 	}
@@ -165,6 +168,12 @@ func (s *Server) RunRunner(ctx context.Context, req RunRequest) (Runner, error) 
 	} else if r = s.runners[req.ID]; r == nil {
 		s.mu.Unlock()
 		return Runner{}, errf(http.StatusNotFound, "No runner with ID %d is registered", req.ID)
+	} else if r.jit {
+		// A JIT runner has no other way in than the credential its config
+		// carries: an agent that lost or mangled the config's files must
+		// fail here, as the real runner fails to authenticate.
+		s.mu.Unlock()
+		return Runner{}, errf(http.StatusUnauthorized, "The just-in-time runner %q authenticates with its JIT configuration's credentials, not by ID", r.name)
 	}
 	switch {
 	case r.exited && r.jit:

@@ -41,6 +41,7 @@ type Server struct {
 	instTokens  map[string]time.Time
 	pats        map[string]bool
 	regTokens   map[string]regToken
+	regTokenSeq int64
 	jobDuration time.Duration
 
 	// the world

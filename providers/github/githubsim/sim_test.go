@@ -675,6 +675,9 @@ func TestJITConfigRun(t *testing.T) {
 	if _, err := s.RunRunner(ctx, githubsim.RunRequest{JITConfig: "bm90IGEgY29uZmln"}); statusOf(err) != http.StatusUnauthorized {
 		t.Fatalf("a forged config = %v", err)
 	}
+	if _, err := s.RunRunner(ctx, githubsim.RunRequest{ID: jit.GetRunner().GetID()}); statusOf(err) != http.StatusUnauthorized {
+		t.Fatalf("a JIT runner started by ID, without its credential = %v", err)
+	}
 	r, err := s.RunRunner(ctx, githubsim.RunRequest{JITConfig: jit.GetEncodedJITConfig()})
 	if err != nil || r.Status != "online" || !r.JIT || !r.Ephemeral {
 		t.Fatalf("run = %+v, %v", r, err)

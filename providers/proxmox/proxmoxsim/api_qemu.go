@@ -859,6 +859,7 @@ func (s *Server) boot(vm *vmState) {
 	vm.startedAt = time.Now()
 	vm.pid = s.nextProcessID()
 	vm.agentUp = false
+	vm.seed = s.readSeed(vm)
 	vm.bootGen++
 	gen := vm.bootGen
 	s.kit.After(s.lat.Boot, func() {

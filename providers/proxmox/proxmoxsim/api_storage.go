@@ -1,6 +1,7 @@
 package proxmoxsim
 
 import (
+	"bytes"
 	"crypto/md5" //nolint:gosec // Proxmox offers md5 checksums for uploads
 	"crypto/rand"
 	"crypto/sha1" //nolint:gosec // Proxmox offers sha1 checksums for uploads
@@ -320,7 +321,8 @@ var hashAlgos = []string{"md5", "sha1", "sha224", "sha256", "sha384", "sha512"}
 
 // handleUpload implements POST .../upload (multipart): only iso, vztmpl and
 // import content may be uploaded, to file-based storages, as in Proxmox.
-// The data is hashed and counted, not kept.
+// The data is hashed and counted, and kept only when small (a cloud-init
+// seed), for the guest to read at boot (SeedAtBoot).
 func (s *Server) handleUpload(rc *reqCtx) (any, *apiError) {
 	mr, err := rc.r.MultipartReader()
 	if err != nil {
@@ -337,6 +339,7 @@ func (s *Server) handleUpload(rc *reqCtx) (any, *apiError) {
 		size    int64
 		hashes  = map[string]hash.Hash{}
 		gotFile bool
+		kept    limitedBuffer
 	)
 	for {
 		part, err := mr.NextPart()
@@ -359,7 +362,7 @@ func (s *Server) handleUpload(rc *reqCtx) (any, *apiError) {
 				hashes[a] = h
 				writers = append(writers, h)
 			}
-			n, err := io.Copy(io.MultiWriter(writers...), part)
+			n, err := io.Copy(io.MultiWriter(append(writers, &kept)...), part)
 			if err != nil {
 				return nil, errf(http.StatusBadRequest, "error reading upload: %v", err)
 			}
@@ -452,9 +455,29 @@ func (s *Server) handleUpload(rc *reqCtx) (any, *apiError) {
 		t.logf("target file: %s", dest)
 		t.logf("file size is: %d", size)
 		t.logf("command: cp -- %s %s", tmpName, dest)
-		si.addFile(content, filename, size)
+		f := si.addFile(content, filename, size)
+		if content == "iso" && !kept.over {
+			f.data = kept.buf.Bytes()
+		}
 		t.logf("finished file import successfully")
 		return ""
 	})
 	return t.upid, nil
+}
+
+// limitedBuffer keeps what is written to it up to maxKeptUpload bytes, and
+// says when there was more.
+type limitedBuffer struct {
+	buf  bytes.Buffer
+	over bool
+}
+
+func (b *limitedBuffer) Write(p []byte) (int, error) {
+	if !b.over && b.buf.Len()+len(p) <= maxKeptUpload {
+		b.buf.Write(p)
+	} else {
+		b.over = true
+		b.buf.Reset()
+	}
+	return len(p), nil
 }

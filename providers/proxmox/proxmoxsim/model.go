@@ -76,7 +76,13 @@ type fileVol struct {
 	ctime   int64
 	format  string
 	notes   string
+	// data is an uploaded ISO's content when it is small (a cloud-init
+	// seed), so a booting guest can read it; larger uploads are only counted.
+	data []byte
 }
+
+// maxKeptUpload is the largest upload whose content the simulator keeps.
+const maxKeptUpload = 1 << 20
 
 // storageInst is one storage as one node sees it (or the single instance of
 // a shared storage).
@@ -149,6 +155,9 @@ type vmState struct {
 	bootGen   int
 	startedAt time.Time
 	pid       int
+	// seed is what the guest read from its CD-ROM when it last booted, as
+	// cloud-init's NoCloud datasource does (SeedAtBoot).
+	seed []byte
 }
 
 func (vm *vmState) lock() string     { return vm.config["lock"] }
@@ -379,6 +388,41 @@ func (s *Server) VM(vmid int) (VM, bool) {
 	return vm.snapshot(), true
 }
 
+// SeedAtBoot is what the VM's guest read from its CD-ROM when it last
+// booted — the uploaded ISO's bytes, as cloud-init's NoCloud datasource reads
+// them before the guest agent starts — and whether there was one. It stays
+// what the guest read even after the ISO is ejected or deleted.
+func (s *Server) SeedAtBoot(vmid int) ([]byte, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	vm, ok := s.vms[vmid]
+	if !ok || vm.seed == nil {
+		return nil, false
+	}
+	return append([]byte(nil), vm.seed...), true
+}
+
+// readSeed returns the content of the ISO in vm's CD-ROM drives, if the
+// simulator kept it. The caller holds s.mu.
+func (s *Server) readSeed(vm *vmState) []byte {
+	for _, k := range sortedKeys(vm.config) {
+		if !isDriveKey(k) {
+			continue
+		}
+		d := parseDrive(vm.config[k])
+		sid, vol, ok := strings.Cut(d.file, ":")
+		if !d.isCDROM() || !ok || !strings.HasPrefix(vol, "iso/") {
+			continue
+		}
+		if si := s.storage(vm.node, sid); si != nil {
+			if f := si.files[vol]; f != nil && f.data != nil {
+				return f.data
+			}
+		}
+	}
+	return nil
+}
+
 // GuestShutdown powers a running VM off from inside, as an ephemeral runner
 // does when its job is done; no task is involved. Stopped or unknown VMs are
 // left alone.
@@ -550,9 +594,12 @@ func (d *drive) setOpt(key, val string) {
 
 func (d drive) isCDROM() bool { return d.opt("media") == "cdrom" }
 
+// isCloudInit: Proxmox's own generated cloud-init drive (vm-<vmid>-cloudinit),
+// not an uploaded ISO whose name happens to say cloudinit (iso/...), which
+// storage may delete while a VM still names it, as Proxmox does.
 func (d drive) isCloudInit() bool {
 	_, vol, _ := strings.Cut(d.file, ":")
-	return strings.Contains(vol, "cloudinit")
+	return !strings.HasPrefix(vol, "iso/") && strings.Contains(vol, "cloudinit")
 }
 
 func (d drive) storageID() string {

@@ -1,0 +1,67 @@
+package runnersim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+)
+
+// Process runs the real bootstrap agent (cmd/hyperfleet-bootstrap) for one
+// simulated VM, as a process, instead of the in-process stand-in: the
+// agent's configuration is written where cloud-init writes it, under Root,
+// the VM's filesystem, and the agent takes it from there.
+type Process struct {
+	// Agent is the hyperfleet-bootstrap binary.
+	Agent string
+	// Root stands for the VM's filesystem: the configuration goes to
+	// Root/etc/hyperfleet/bootstrap.json.
+	Root string
+	// Runner says where the (preinstalled) runner is and whom it runs as;
+	// it overrides what the user data says of the runner.
+	Runner runnerpool.RunnerSettings
+	// Env is the agent's environment.
+	Env []string
+	// Console receives the agent's output.
+	Console io.Writer
+}
+
+// run writes the configuration and runs the agent to its end; its
+// power-off command does nothing, and the caller powers the machine off
+// through the simulator once the agent has exited.
+func (p *Process) run(ctx context.Context, cfg runnerpool.BootstrapConfig) error {
+	cfg.Runner = p.Runner
+	data, err := json.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	var fields map[string]any
+	if err := json.Unmarshal(data, &fields); err != nil {
+		return err
+	}
+	fields["powerOffCommand"] = []string{"true"}
+	if data, err = json.Marshal(fields); err != nil {
+		return err
+	}
+	path := filepath.Join(p.Root, "etc", "hyperfleet", "bootstrap.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		return err
+	}
+	cmd := exec.CommandContext(ctx, p.Agent, "--config", path) //nolint:gosec // the test's own binary
+	cmd.Env = p.Env
+	if p.Console != nil {
+		cmd.Stdout, cmd.Stderr = p.Console, p.Console
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("the bootstrap agent: %w", err)
+	}
+	return nil
+}
