@@ -2,7 +2,8 @@
 // ClusterIP Service with a stable DNS name, placed on the hardware its
 // hardwareRequirements name. A changed spec rolls to a new Pod, which must
 // be Ready before the Service moves to it and the old Pod goes; a Pod that
-// failed, or stayed Pending too long, is replaced.
+// failed, or was bound to a node that did not start it in time, is
+// replaced; one that finds no node in time stalls the Performer.
 package performer
 
 import (
@@ -26,8 +27,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
-// DefaultPendingTimeout is how long a Pod may stay Pending before it is
-// replaced, as in the original operator.
+// DefaultPendingTimeout is how long a Pod may stay Pending, as in the
+// original operator: bound to a node before it is replaced, waiting for
+// one before the Performer is marked Stalled.
 const DefaultPendingTimeout = 5 * time.Minute
 
 // Reconciler reconciles Performers.
