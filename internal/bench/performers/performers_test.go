@@ -231,7 +231,6 @@ func report(b *testing.B, f figures) {
 		fmt.Fprintf(&sb, "(idle window shortened to %s by PERF_IDLE; the issue's is %s)\n", f.idle, defaultIdle)
 	}
 	b.Log("\n" + sb.String())
-	fmt.Fprint(os.Stdout, sb.String())
 	b.ReportMetric(f.served.Seconds(), "s-served")
 	b.ReportMetric(f.ready.Seconds(), "s-ready")
 	b.ReportMetric(f.writesServed, "writes/served")
