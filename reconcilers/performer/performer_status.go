@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -137,6 +138,9 @@ func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary)
 			Message: fmt.Sprintf("version %s serves at %s", p.Spec.Version, Endpoint(p, s.clusterDomain))}
 	}
 	problem := podProblem(cur)
+	if cur != nil && !problem.stalled && cur.Spec.NodeName == "" && pendingFor(cur, s.now) >= s.pendingTimeout {
+		problem = pendingTimeout(cur, s.pendingTimeout)
+	}
 	if s.serving != nil {
 		from := s.serving.Annotations[AnnotationVersion]
 		if problem.stalled {
@@ -149,11 +153,6 @@ func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary)
 	switch {
 	case problem.stalled:
 		return hourglassv1alpha1.PerformerFailed, stalled(problem.reason, problem.message)
-	case cur != nil && cur.Spec.NodeName == "" && pendingFor(cur, s.now) >= s.pendingTimeout:
-		return hourglassv1alpha1.PerformerPending, stalled(ReasonPendingTimeout, fmt.Sprintf(
-			"Pod %s has waited for a node for longer than %s%s; it needs a node with %s: add such a node or change spec.hardwareRequirements or spec.scheduling. "+
-				"It is not recreated (a new Pod would wait the same); the scheduler places it as soon as a node fits",
-			cur.Name, s.pendingTimeout, podCause(cur), describePlacement(cur)))
 	case problem.reason == ReasonUnschedulable:
 		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Waiting, Reason: ReasonUnschedulable,
 			Message: fmt.Sprintf("%s; it needs a node with %s, and the Performer is marked Stalled if none fits within %s",
@@ -211,6 +210,16 @@ func podProblem(pod *corev1.Pod) problem {
 		return problem{reason: ReasonPodStarting, message: fmt.Sprintf("Pod %s's node stopped reporting its state", pod.Name)}
 	}
 	return problem{reason: ReasonPodStarting, message: startingMessage(pod)}
+}
+
+// pendingTimeout is the problem of a Pod that found no node within the
+// bound: someone must add a node or change the placement. The Pod is kept
+// (a new one would wait the same) and placed as soon as a node fits.
+func pendingTimeout(pod *corev1.Pod, bound time.Duration) problem {
+	return problem{reason: ReasonPendingTimeout, stalled: true, message: fmt.Sprintf(
+		"Pod %s has waited for a node for longer than %s%s; it needs a node with %s: add such a node or change spec.hardwareRequirements or spec.scheduling "+
+			"(it is not recreated, a new Pod would wait the same; the scheduler places it as soon as a node fits)",
+		pod.Name, bound, podCause(pod), describePlacement(pod))}
 }
 
 // startingMessage is the one message of a Pod on its normal way to Ready,
