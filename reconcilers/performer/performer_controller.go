@@ -140,6 +140,10 @@ type scope struct {
 	// adopting: Pods of this Performer the cache does not show yet (just
 	// labelled by adoptLegacy, or just made); the roll waits for them.
 	adopting string
+	// noLivePods: adoptLegacy asked the API server in this reconcile and
+	// the Performer has no live Pod, so create need not ask again (one
+	// request fewer for every new Performer).
+	noLivePods bool
 }
 
 // phases are the steps of the roll, in order: replace what is dead or

@@ -219,10 +219,15 @@ func (r *Reconciler) removeTwins(ctx context.Context, pods []*corev1.Pod) error 
 // create makes the desired revision's Pod. It first asks the API server
 // itself whether one exists, since the cache may not show a Pod this
 // reconciler made a moment ago; a generated name would not catch the twin.
+// adoptLegacy's live listing in the same reconcile, when it found none,
+// answers the same question.
 func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, error) {
-	live, err := listOwned(ctx, r.APIReader, s.perf)
-	if err != nil {
-		return skeleton.Stop(), err
+	var live []*corev1.Pod
+	if !s.noLivePods {
+		var err error
+		if live, err = listOwned(ctx, r.APIReader, s.perf); err != nil {
+			return skeleton.Stop(), err
+		}
 	}
 	for _, pod := range live {
 		if pod.Labels[LabelTemplateHash] == s.hash && !isFinished(pod) {
