@@ -53,6 +53,9 @@ type Reconciler struct {
 	// adopted holds, per Performer (NamespacedName → UID), that adoptLegacy
 	// found every one of its Pods in the cache in this process.
 	adopted sync.Map
+	// written holds, per Performer, the status last written while the
+	// cache does not show it yet (written.go).
+	written sync.Map
 }
 
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers,verbs=get;list;watch
@@ -159,16 +162,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, perf); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
+			r.written.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, perf); stop {
 		return res, err
 	}
+	r.statusAsWritten(req.NamespacedName, perf)
+	readRV := perf.ResourceVersion
 	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
 	patch := skeleton.NewStatusPatch(r.Client, perf)
 	defer func() {
 		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
+		r.remember(req.NamespacedName, readRV, perf)
 		if patch.Concluded() {
 			r.recordEvents(patch.Before().(*hourglassv1alpha1.Performer), perf)
 		}

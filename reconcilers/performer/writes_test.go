@@ -2,6 +2,7 @@ package performer_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -17,25 +18,43 @@ import (
 // writes counts the writes the suite's manager (the reconciler and its
 // event recorder) sends to the API server, by namespace: each test has its
 // own, so a test reads what its Performers cost.
-var writes = &writeCounter{byNamespace: map[string][]string{}}
+var writes = &writeCounter{byNamespace: map[string][]string{}, detail: map[string][]string{}}
 
 type writeCounter struct {
 	mu          sync.Mutex
 	byNamespace map[string][]string
+	detail      map[string][]string
 }
 
 func (w *writeCounter) wrap(rt http.RoundTripper) http.RoundTripper {
 	return roundTripper(func(req *http.Request) (*http.Response, error) {
 		switch req.Method {
 		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
-			if ns, rest, ok := strings.Cut(req.URL.Path, "/namespaces/"); ok && ns != "" {
-				ns, rest, _ = strings.Cut(rest, "/")
-				w.mu.Lock()
-				w.byNamespace[ns] = append(w.byNamespace[ns], req.Method+" "+rest)
-				w.mu.Unlock()
+		default:
+			return rt.RoundTrip(req)
+		}
+		_, rest, ok := strings.Cut(req.URL.Path, "/namespaces/")
+		if !ok {
+			return rt.RoundTrip(req)
+		}
+		ns, rest, _ := strings.Cut(rest, "/")
+		var body []byte
+		if req.GetBody != nil {
+			if rc, err := req.GetBody(); err == nil {
+				body, _ = io.ReadAll(rc)
+				_ = rc.Close()
 			}
 		}
-		return rt.RoundTrip(req)
+		resp, err := rt.RoundTrip(req)
+		code := 0
+		if resp != nil {
+			code = resp.StatusCode
+		}
+		w.mu.Lock()
+		w.byNamespace[ns] = append(w.byNamespace[ns], req.Method+" "+rest)
+		w.detail[ns] = append(w.detail[ns], fmt.Sprintf("%s %s -> %d %s", req.Method, rest, code, body))
+		w.mu.Unlock()
+		return resp, err
 	})
 }
 
@@ -44,6 +63,14 @@ func (w *writeCounter) in(ns string) []string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return append([]string(nil), w.byNamespace[ns]...)
+}
+
+// bodies are the same writes with their answers and bodies, for a failure
+// to show what changed.
+func (w *writeCounter) bodies(ns string) string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.Join(w.detail[ns], "\n")
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)
@@ -123,6 +150,9 @@ func TestWritesPerPerformer(t *testing.T) {
 	e.settle(pod.Name)
 	if got := writes.in(e.ns); len(got) != len(ready) {
 		t.Errorf("writes while idle: %q", got[len(ready):])
+	}
+	if t.Failed() {
+		t.Logf("the writes:\n%s", writes.bodies(e.ns))
 	}
 }
 
