@@ -21,6 +21,8 @@ type request struct {
 	User struct {
 		Username string `json:"username"`
 	} `json:"user"`
+	// Body is the request's body, logged for status writes only.
+	Body json.RawMessage `json:"requestObject,omitempty"`
 }
 
 // write tells a request that changes something (what etcd must store).
@@ -63,6 +65,17 @@ func readAudit(path string) ([]request, error) {
 		}
 	}
 	return out, s.Err()
+}
+
+// firstBody is the body of the first write with one received in [from, to):
+// what an idle write changed.
+func firstBody(reqs []request, from, to time.Time) string {
+	for _, r := range reqs {
+		if r.write() && len(r.Body) > 0 && !r.Received.Before(from) && r.Received.Before(to) {
+			return r.Object.Name + ": " + string(r.Body)
+		}
+	}
+	return ""
 }
 
 // between counts requests received in [from, to), and the writes among them.

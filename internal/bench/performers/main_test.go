@@ -28,11 +28,16 @@ const operatorUser = "hyperfleet-dev-admin"
 
 // auditPolicy logs the operator's requests at Metadata level (verb,
 // resource, name, time; no bodies), one event per request once it
-// completes, and nothing of anyone else's.
+// completes, and nothing of anyone else's; status writes with their
+// bodies, so an idle write shows what it changed.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
 rules:
+- level: Request
+  users: ["` + operatorUser + `"]
+  verbs: ["patch", "update"]
+  resources: [{group: hourglass.eigenlayer.io, resources: ["performers/status"]}]
 - level: Metadata
   users: ["` + operatorUser + `"]
 - level: None

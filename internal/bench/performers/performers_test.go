@@ -112,6 +112,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	peak := op.peakRSS()
 	end := time.Now()
 
+	notReady := notReadyNodes(ctx, c)
 	reqs, err := readAudit(auditLog)
 	if err != nil {
 		b.Fatal(err)
@@ -126,7 +127,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 		p50: t.percentile(t.served, 50), p99: t.percentile(t.served, 99),
 		readyP50: t.percentile(t.perf, 50), readyP99: t.percentile(t.perf, 99),
 		requests: float64(toReady) / float64(n), writesServed: perServed, writesReady: perReady,
-		idleWrites: idleWrites, idleKinds: idleKinds, readyKinds: readyKinds,
+		idleWrites: idleWrites, idleKinds: idleKinds, readyKinds: readyKinds, idleBody: firstBody(reqs, readyAt, end), notReady: notReady,
 		peakMiB: float64(peak) / (1 << 20), cpuReady: cpuReady, cpuIdle: cpuIdle,
 	})
 }
@@ -202,6 +203,8 @@ type figures struct {
 	requests, writesServed, writesReady float64
 	idleWrites                          int
 	idleKinds, readyKinds               map[string]int
+	idleBody                            string
+	notReady                            string
 	peakMiB                             float64
 	cpuReady, cpuIdle                   time.Duration
 }
@@ -227,6 +230,15 @@ func report(b *testing.B, f figures) {
 	_ = w.Flush()
 	sb.WriteString("writes to Ready by kind: " + kinds(f.readyKinds) + "\n")
 	sb.WriteString("writes while idle by kind: " + kinds(f.idleKinds) + "\n")
+	if f.notReady != "" {
+		// The node lifecycle controller marks a NotReady node's Pods not
+		// Ready, and each Performer rightly follows: such idle writes are
+		// the test cluster's, not the operator's.
+		sb.WriteString("nodes not Ready at the end of the idle window: " + f.notReady + "\n")
+	}
+	if f.idleBody != "" {
+		sb.WriteString("first idle status write: " + f.idleBody + "\n")
+	}
 	if f.idle != defaultIdle {
 		fmt.Fprintf(&sb, "(idle window shortened to %s by PERF_IDLE; the issue's is %s)\n", f.idle, defaultIdle)
 	}
@@ -341,6 +353,23 @@ func mustCPU(b *testing.B, op *operator) time.Duration {
 		b.Fatal(err)
 	}
 	return d
+}
+
+// notReadyNodes names the nodes whose Ready condition is not True.
+func notReadyNodes(ctx context.Context, c client.Client) string {
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &nodes); err != nil {
+		return err.Error()
+	}
+	var out []string
+	for _, n := range nodes.Items {
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+				out = append(out, fmt.Sprintf("%s (%s since %s)", n.Name, cond.Reason, cond.LastTransitionTime.Format(time.TimeOnly)))
+			}
+		}
+	}
+	return strings.Join(out, ", ")
 }
 
 // loadavg is the machine's load over 1, 5 and 15 minutes, to read the
