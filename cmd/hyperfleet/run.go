@@ -63,15 +63,10 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the cluster configuration: %w (pass --kubeconfig, set KUBECONFIG, or run in a cluster; no cluster? try 'hyperfleet dev')", err)
 	}
-	cfg = rest.CopyConfig(cfg)
-	// clientcmd leaves QPS at 0, which client-go reads as its old default of
-	// 5 requests a second; controller-runtime's loader (KUBECONFIG, in
-	// cluster) turns the client-side limiter off and leaves fairness to the
-	// API server's priority and fairness. A flag must not change the
-	// client's speed, so both paths get the same.
-	if cfg.QPS == 0 {
-		cfg.QPS = -1
-	}
+	// The loaders disagree on the rate limit (clientcmd leaves client-go's
+	// 5 requests a second); manager.ClientConfig settles it for every path,
+	// this one included, so a flag cannot change the client's speed.
+	cfg = manager.ClientConfig(cfg)
 	cfg.UserAgent = "hyperfleet/" + version.String()
 	return cfg, nil
 }

@@ -19,6 +19,9 @@ type Options struct {
 	CRDs []*apiextensionsv1.CustomResourceDefinition
 	// StartTimeout bounds the start of each component.
 	StartTimeout time.Duration
+	// APIServerFlags are extra kube-apiserver flags (name without dashes →
+	// value): the Performer benchmark's audit log.
+	APIServerFlags map[string]string
 }
 
 // ControlPlane is a running kube-apiserver and etcd.
@@ -40,6 +43,9 @@ func Start(opts Options) (*ControlPlane, error) {
 		ErrorIfCRDPathMissing:    true,
 		ControlPlaneStartTimeout: opts.StartTimeout,
 		ControlPlaneStopTimeout:  30 * time.Second,
+	}
+	for name, value := range opts.APIServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
 	}
 	cfg, err := env.Start()
 	if err != nil {

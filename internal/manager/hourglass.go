@@ -15,7 +15,8 @@ import (
 // HourglassOptions configure the Performer and HourglassExecutor reconcilers.
 type HourglassOptions struct {
 	// PerformerPendingTimeout is how long a performer Pod may stay Pending
-	// before it is replaced (5 min).
+	// (5 min): bound to a node before it is replaced, waiting for one
+	// before the Performer is marked Stalled.
 	PerformerPendingTimeout time.Duration
 	// PlacementFile names a YAML file overriding the GPU and TEE placement
 	// table (docs/hourglass.md); empty keeps the built-in table. Mount it
@@ -30,7 +31,7 @@ type HourglassOptions struct {
 
 func (o *HourglassOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.PerformerPendingTimeout, "hourglass-performer-pending-timeout", performer.DefaultPendingTimeout,
-		"How long a Performer's Pod may stay Pending (unschedulable, pulling) before it is deleted and made again, with a Warning event.")
+		"How long a Performer's Pod may stay Pending: bound to a node that does not start it, before it is deleted and made again (a Warning event); waiting for a node, before the Performer is marked Stalled (PodPendingTimeout; the Pod is kept for the scheduler).")
 	fs.StringVar(&o.PlacementFile, "hourglass-placement-file", "",
 		"YAML file overriding how Performers' hardwareRequirements become placement: the GPU node label, resource and tolerations, and per TEE type (sgx, sev, tdx) the node selector, tolerations and runtime class. Default: the built-in table (docs/hourglass.md).")
 	fs.StringVar(&o.ClusterDomain, "hourglass-cluster-domain", performer.DefaultClusterDomain,

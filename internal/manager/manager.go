@@ -27,8 +27,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
-// New builds a manager from a completed Options.
+// New builds a manager from a completed Options; its client gets
+// ClientConfig's settings whatever cfg carries.
 func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
+	cfg = ClientConfig(cfg)
 	cacheOpts, err := CacheOptionsFor(cfg, o)
 	if err != nil {
 		return nil, err

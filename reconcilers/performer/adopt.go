@@ -51,9 +51,14 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result
 		inCache[pod.UID] = true
 	}
 	var waiting []string
+	s.noLivePods = true
 	for i := range live.Items {
 		m := &live.Items[i]
-		if !metav1.IsControlledBy(m, p) || !m.DeletionTimestamp.IsZero() || inCache[m.UID] {
+		if !metav1.IsControlledBy(m, p) || !m.DeletionTimestamp.IsZero() {
+			continue
+		}
+		s.noLivePods = false
+		if inCache[m.UID] {
 			continue
 		}
 		waiting = append(waiting, m.Name)

@@ -2,7 +2,8 @@
 // ClusterIP Service with a stable DNS name, placed on the hardware its
 // hardwareRequirements name. A changed spec rolls to a new Pod, which must
 // be Ready before the Service moves to it and the old Pod goes; a Pod that
-// failed, or stayed Pending too long, is replaced.
+// failed, or was bound to a node that did not start it in time, is
+// replaced; one that finds no node in time stalls the Performer.
 package performer
 
 import (
@@ -26,8 +27,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
-// DefaultPendingTimeout is how long a Pod may stay Pending before it is
-// replaced, as in the original operator.
+// DefaultPendingTimeout is how long a Pod may stay Pending, as in the
+// original operator: bound to a node before it is replaced, waiting for
+// one before the Performer is marked Stalled.
 const DefaultPendingTimeout = 5 * time.Minute
 
 // Reconciler reconciles Performers.
@@ -51,6 +53,9 @@ type Reconciler struct {
 	// adopted holds, per Performer (NamespacedName → UID), that adoptLegacy
 	// found every one of its Pods in the cache in this process.
 	adopted sync.Map
+	// written holds, per Performer, the status last written while the
+	// cache does not show it yet (written.go).
+	written sync.Map
 }
 
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers,verbs=get;list;watch
@@ -138,6 +143,10 @@ type scope struct {
 	// adopting: Pods of this Performer the cache does not show yet (just
 	// labelled by adoptLegacy, or just made); the roll waits for them.
 	adopting string
+	// noLivePods: adoptLegacy asked the API server in this reconcile and
+	// the Performer has no live Pod, so create need not ask again (one
+	// request fewer for every new Performer).
+	noLivePods bool
 }
 
 // phases are the steps of the roll, in order: replace what is dead or
@@ -153,16 +162,20 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := r.Client.Get(ctx, req.NamespacedName, perf); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
+			r.written.Delete(req.NamespacedName)
 		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, perf); stop {
 		return res, err
 	}
+	r.statusAsWritten(req.NamespacedName, perf)
+	readRV := perf.ResourceVersion
 	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
 	patch := skeleton.NewStatusPatch(r.Client, perf)
 	defer func() {
 		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
+		r.remember(req.NamespacedName, readRV, perf)
 		if patch.Concluded() {
 			r.recordEvents(patch.Before().(*hourglassv1alpha1.Performer), perf)
 		}

@@ -133,14 +133,19 @@ func listOwned(ctx context.Context, c client.Reader, p *hourglassv1alpha1.Perfor
 	return out, nil
 }
 
-// replaceBroken deletes the desired revision's Pods that failed or stayed
-// Pending past the bound, with an event saying why, and keeps the best of
-// the rest. The replacement is made by createPod in the same reconcile.
+// replaceBroken deletes the desired revision's Pods that failed, or were
+// bound to a node that did not start them within the pending timeout, with
+// an event saying why, and keeps the best of the rest. The replacement is
+// made by createPod in the same reconcile. A Pod still waiting for a node is
+// kept, however long: a new Pod would wait the same, so recreating it would
+// only cost writes (at 1,000 Performers, hundreds every few minutes);
+// computeStatus marks the Performer Stalled instead.
 func (r *Reconciler) replaceBroken(ctx context.Context, s *scope) (skeleton.Result, error) {
 	var keep []*corev1.Pod
 	var after time.Duration
 	for _, pod := range s.currents {
-		if (isFinished(pod) || pendingFor(pod, s.now) >= r.PendingTimeout) && !r.stillThere(ctx, pod) {
+		stuck := pod.Spec.NodeName != "" && pendingFor(pod, s.now) >= r.PendingTimeout
+		if (isFinished(pod) || stuck) && !r.stillThere(ctx, pod) {
 			// Deleted by an earlier reconcile the cache has not caught up
 			// with: already replaced, so no second event or count.
 			continue
@@ -150,14 +155,16 @@ func (r *Reconciler) replaceBroken(ctx context.Context, s *scope) (skeleton.Resu
 			podRecreations.WithLabelValues(recreateFailed).Inc()
 			r.Recorder.Eventf(s.perf, pod, corev1.EventTypeWarning, EventPodFailed, "Recreate",
 				"Pod %s %s%s; creating a replacement", pod.Name, finishedVerb(pod), podCause(pod))
-		case pendingFor(pod, s.now) >= r.PendingTimeout:
+		case stuck:
 			podRecreations.WithLabelValues(recreatePending).Inc()
 			r.Recorder.Eventf(s.perf, pod, corev1.EventTypeWarning, EventPodPendingTimeout, "Recreate",
-				"Pod %s was Pending for longer than %s%s; creating a replacement", pod.Name, r.PendingTimeout, podCause(pod))
+				"Pod %s was bound to node %s but not started there within %s%s; creating a replacement, which the scheduler may place elsewhere",
+				pod.Name, pod.Spec.NodeName, r.PendingTimeout, podCause(pod))
 		default:
-			if pod.Status.Phase == corev1.PodPending {
-				// Look again when the bound runs out, if nothing else happens first.
-				after = skeleton.Shortest(after, requeueWithin(r.PendingTimeout-pendingFor(pod, s.now)))
+			if pending := pendingFor(pod, s.now); isPending(pod) && pending < r.PendingTimeout {
+				// Look again when the bound runs out, if nothing else happens
+				// first: to replace it if bound, to say Stalled if not.
+				after = skeleton.Shortest(after, requeueWithin(r.PendingTimeout-pending))
 			}
 			keep = append(keep, pod)
 			continue
@@ -212,10 +219,15 @@ func (r *Reconciler) removeTwins(ctx context.Context, pods []*corev1.Pod) error 
 // create makes the desired revision's Pod. It first asks the API server
 // itself whether one exists, since the cache may not show a Pod this
 // reconciler made a moment ago; a generated name would not catch the twin.
+// adoptLegacy's live listing in the same reconcile, when it found none,
+// answers the same question.
 func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, error) {
-	live, err := listOwned(ctx, r.APIReader, s.perf)
-	if err != nil {
-		return skeleton.Stop(), err
+	var live []*corev1.Pod
+	if !s.noLivePods {
+		var err error
+		if live, err = listOwned(ctx, r.APIReader, s.perf); err != nil {
+			return skeleton.Stop(), err
+		}
 	}
 	for _, pod := range live {
 		if pod.Labels[LabelTemplateHash] == s.hash && !isFinished(pod) {
@@ -239,8 +251,13 @@ func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, err
 		}
 		return skeleton.Stop(), fmt.Errorf("creating the Pod: %w", err)
 	}
-	r.Recorder.Eventf(s.perf, pod, corev1.EventTypeNormal, EventPodCreated, "Create",
-		"Created Pod %s running %s", pod.Name, pod.Spec.Containers[0].Image)
+	if len(s.old) > 0 {
+		// The start of an upgrade. A first Pod is no event (the status names
+		// it, and an event per Performer is a write per Performer); a
+		// replacement's event is the failure's.
+		r.Recorder.Eventf(s.perf, pod, corev1.EventTypeNormal, EventPodCreated, "Create",
+			"Created Pod %s running %s", pod.Name, pod.Spec.Containers[0].Image)
+	}
 	s.current = pod
 	return skeleton.Continue(), nil
 }
@@ -429,12 +446,22 @@ func finishedVerb(pod *corev1.Pod) string {
 	return "failed"
 }
 
-// pendingFor is how long pod has been Pending at now; 0 if it is not.
+func isPending(pod *corev1.Pod) bool {
+	return pod.Status.Phase == corev1.PodPending || pod.Status.Phase == ""
+}
+
+// pendingFor is how long pod has been Pending at now, 0 if it is not:
+// since it was made while it waits for a node, since it was bound once it
+// has one (a Pod placed after a long wait gets the whole bound to start).
 func pendingFor(pod *corev1.Pod, now time.Time) time.Duration {
-	if pod.Status.Phase != corev1.PodPending && pod.Status.Phase != "" {
+	if !isPending(pod) {
 		return 0
 	}
-	return now.Sub(pod.CreationTimestamp.Time)
+	since := pod.CreationTimestamp.Time
+	if c := podCondition(pod, corev1.PodScheduled); pod.Spec.NodeName != "" && c != nil && c.Status == corev1.ConditionTrue && c.LastTransitionTime.After(since) {
+		since = c.LastTransitionTime.Time
+	}
+	return now.Sub(since)
 }
 
 // podCause is a short " (reason: message)" from the Pod's status, for events.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -27,6 +28,10 @@ const (
 	ReasonServiceConflict = "ServiceConflict"
 	ReasonReconcileError  = "ReconcileError"
 	ReasonAdoptingPods    = "AdoptingPods"
+	// ReasonPendingTimeout: the Pod waited for a node past the pending
+	// timeout. It is left to the scheduler, not recreated: an identical
+	// Pod would wait the same.
+	ReasonPendingTimeout = "PodPendingTimeout"
 )
 
 // computeStatus sets the status fields (phase, Service, serving Pod) from
@@ -68,11 +73,18 @@ func computeStatus(s *scope, err error) conditions.Summary {
 	if shown == nil {
 		shown = s.current
 	}
+	if shown == nil {
+		shown = s.starting
+	}
 	st.PodName, st.NodeName, st.CurrentVersion = "", "", ""
 	if shown != nil {
-		st.PodName, st.NodeName = shown.Name, shown.Spec.NodeName
+		st.PodName = shown.Name
 	}
 	if s.serving != nil {
+		// The node of the serving Pod only: a starting Pod's binding would
+		// cost a status write per Performer for what `kubectl get pod -o
+		// wide` shows.
+		st.NodeName = s.serving.Spec.NodeName
 		st.CurrentVersion = s.serving.Annotations[AnnotationVersion]
 	}
 	return summary
@@ -89,8 +101,10 @@ func rollSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary
 		}
 		return phaseFor(s), stalled(s.invalid.reason, msg)
 	case s.starting != nil:
+		// The same words as once the cache shows it: no status write for the
+		// cache catching up.
 		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Progressing, Reason: ReasonPodStarting,
-			Message: fmt.Sprintf("Pod %s is being created", s.starting.Name)}
+			Message: startingMessage(s.starting)}
 	case s.rejected != nil:
 		return phaseFor(s), stalled(ReasonPodRejected, fmt.Sprintf(
 			"the API server rejected the Pod: %v; fix the Performer, the placement table or the namespace's policy", s.rejected))
@@ -124,6 +138,9 @@ func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary)
 			Message: fmt.Sprintf("version %s serves at %s", p.Spec.Version, Endpoint(p, s.clusterDomain))}
 	}
 	problem := podProblem(cur)
+	if cur != nil && !problem.stalled && cur.Spec.NodeName == "" && pendingFor(cur, s.now) >= s.pendingTimeout {
+		problem = pendingTimeout(cur, s.pendingTimeout)
+	}
 	if s.serving != nil {
 		from := s.serving.Annotations[AnnotationVersion]
 		if problem.stalled {
@@ -138,7 +155,7 @@ func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary)
 		return hourglassv1alpha1.PerformerFailed, stalled(problem.reason, problem.message)
 	case problem.reason == ReasonUnschedulable:
 		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Waiting, Reason: ReasonUnschedulable,
-			Message: fmt.Sprintf("%s; it needs a node with %s, and is replaced if still Pending after %s",
+			Message: fmt.Sprintf("%s; it needs a node with %s, and the Performer is marked Stalled if none fits within %s",
 				problem.message, describePlacement(cur), s.pendingTimeout)}
 	default:
 		return hourglassv1alpha1.PerformerPending, conditions.Summary{State: conditions.Progressing, Reason: problem.reason, Message: problem.message}
@@ -189,17 +206,28 @@ func podProblem(pod *corev1.Pod) problem {
 	if c := podCondition(pod, corev1.PodScheduled); c != nil && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
 		return problem{reason: ReasonUnschedulable, message: fmt.Sprintf("Pod %s cannot be scheduled: %s", pod.Name, strings.TrimSpace(c.Message))}
 	}
-	switch pod.Status.Phase {
-	case corev1.PodRunning:
-		return problem{reason: ReasonPodStarting, message: fmt.Sprintf(
-			"Pod %s runs but is not Ready: its gRPC health check on port %d does not pass yet", pod.Name, grpcPortOf(pod))}
-	case corev1.PodUnknown:
+	if pod.Status.Phase == corev1.PodUnknown {
 		return problem{reason: ReasonPodStarting, message: fmt.Sprintf("Pod %s's node stopped reporting its state", pod.Name)}
 	}
-	if pod.Spec.NodeName != "" {
-		return problem{reason: ReasonPodStarting, message: fmt.Sprintf("Pod %s is starting on node %s", pod.Name, pod.Spec.NodeName)}
-	}
-	return problem{reason: ReasonPodStarting, message: fmt.Sprintf("Pod %s is waiting to be scheduled", pod.Name)}
+	return problem{reason: ReasonPodStarting, message: startingMessage(pod)}
+}
+
+// pendingTimeout is the problem of a Pod that found no node within the
+// bound: someone must add a node or change the placement. The Pod is kept
+// (a new one would wait the same) and placed as soon as a node fits.
+func pendingTimeout(pod *corev1.Pod, bound time.Duration) problem {
+	return problem{reason: ReasonPendingTimeout, stalled: true, message: fmt.Sprintf(
+		"Pod %s has waited for a node for longer than %s%s; it needs a node with %s: add such a node or change spec.hardwareRequirements or spec.scheduling "+
+			"(it is not recreated, a new Pod would wait the same; the scheduler places it as soon as a node fits)",
+		pod.Name, bound, podCause(pod), describePlacement(pod))}
+}
+
+// startingMessage is the one message of a Pod on its normal way to Ready,
+// from its creation through scheduling to its first health check: each
+// step a message of its own would cost a status write per Performer.
+func startingMessage(pod *corev1.Pod) string {
+	return fmt.Sprintf("Pod %s is starting; it serves once its gRPC health check on port %d passes (kubectl describe pod %s shows how far it got)",
+		pod.Name, grpcPortOf(pod), pod.Name)
 }
 
 func grpcPortOf(pod *corev1.Pod) int32 {
@@ -240,13 +268,15 @@ func describePlacement(pod *corev1.Pod) string {
 	return strings.Join(parts, ", ")
 }
 
-// recordEvents emits an event when the Performer becomes Running, or
-// stalls for a new reason, comparing the status as read with the status as
-// written, so `kubectl get events` tells the story without an event per
-// reconcile.
+// recordEvents emits an event when the Performer runs again after it
+// failed, or stalls for a new reason, comparing the status as read with the
+// status as written, so `kubectl get events` tells what someone should
+// notice without an event per reconcile. A first start is not an event: the
+// Ready condition's transition time tells it, and an event per Performer
+// would be a write per Performer.
 func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.Performer) {
 	switch {
-	case after.Status.Phase == hourglassv1alpha1.PerformerRunning && before.Status.Phase != hourglassv1alpha1.PerformerRunning:
+	case after.Status.Phase == hourglassv1alpha1.PerformerRunning && before.Status.Phase == hourglassv1alpha1.PerformerFailed:
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Running", "Reconcile", "Version %s is Ready at %s", after.Spec.Version, after.Status.GRPCEndpoint)
 	case apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition):
 		skeleton.ReasonEvent(r.Recorder, before, after, "Reconcile", true)

@@ -33,6 +33,15 @@ func TestComputeStatusFromPods(t *testing.T) {
 	unschedulable.Spec.NodeSelector = map[string]string{"intel.feature.node.kubernetes.io/sgx": "true"}
 	unschedulable.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse,
 		Reason: corev1.PodReasonUnschedulable, Message: "0/3 nodes are available: 3 node(s) didn't match Pod's node affinity/selector."}}
+	// Every step of a normal start reads the same, so none costs a status write.
+	bound := testPod("cur", "b", pending, time.Now())
+	bound.Spec.NodeName = "node-1"
+	longUnschedulable := unschedulable.DeepCopy()
+	longUnschedulable.CreationTimestamp = metav1.NewTime(time.Now().Add(-DefaultPendingTimeout - time.Minute))
+	// Made long ago, bound a moment ago: the bound counts from the binding.
+	boundLate := longUnschedulable.DeepCopy()
+	boundLate.Spec.NodeName = "node-1"
+	boundLate.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.Now()}}
 	for _, tc := range []struct {
 		name    string
 		current *corev1.Pod
@@ -44,9 +53,16 @@ func TestComputeStatusFromPods(t *testing.T) {
 	}{
 		{"serving", testPod("cur", "b", ready, time.Now()), nil, hourglassv1alpha1.PerformerRunning, conditions.Ready, ReasonServing,
 			"version v1.0.0 serves at performer-avs.ns.svc.cluster.local:8080"},
-		{"starting", testPod("cur", "b", pending, time.Now()), nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "waiting to be scheduled"},
+		{"starting", testPod("cur", "b", pending, time.Now()), nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "Pod cur is starting"},
+		{"bound, starting", bound, nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "Pod cur is starting"},
+		{"running, not Ready", testPod("cur", "b", running, time.Now()), nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "Pod cur is starting"},
 		{"unschedulable", unschedulable, nil, hourglassv1alpha1.PerformerPending, conditions.Waiting, ReasonUnschedulable,
-			"needs a node with intel.feature.node.kubernetes.io/sgx=true, and is replaced if still Pending after 5m0s"},
+			"needs a node with intel.feature.node.kubernetes.io/sgx=true, and the Performer is marked Stalled if none fits within 5m0s"},
+		{"unschedulable past the bound", longUnschedulable, nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonPendingTimeout,
+			"waited for a node for longer than 5m0s (Unschedulable: 0/3 nodes are available"},
+		{"upgrade unschedulable past the bound", longUnschedulable, testPod("old", "a", ready, time.Now()), hourglassv1alpha1.PerformerUpgrading, conditions.Stalled, ReasonPendingTimeout,
+			"the upgrade to version v1.0.0 is stuck: Pod cur has waited for a node for longer than 5m0s"},
+		{"bound, Pending past the bound since made", boundLate, nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "Pod cur is starting"},
 		{"image", waiting("ImagePullBackOff", "Back-off pulling image"), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonImagePullFailed, "check spec.image, spec.version"},
 		{"crash", waiting("CrashLoopBackOff", "back-off 40s restarting"), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonCrashLoop, "exit code 2"},
 		{"upgrading", testPod("cur", "b", running, time.Now()), testPod("old", "a", ready, time.Now()), hourglassv1alpha1.PerformerUpgrading,
@@ -55,7 +71,7 @@ func TestComputeStatusFromPods(t *testing.T) {
 			conditions.Stalled, ReasonImagePullFailed, "the upgrade to version v1.0.0 is stuck"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			s := &scope{perf: p.DeepCopy(), current: tc.current, serving: tc.serving, pendingTimeout: DefaultPendingTimeout}
+			s := &scope{perf: p.DeepCopy(), now: time.Now(), current: tc.current, serving: tc.serving, pendingTimeout: DefaultPendingTimeout}
 			if tc.serving == nil && tc.state == conditions.Ready {
 				s.serving = tc.current
 			}
@@ -97,7 +113,7 @@ func TestComputeStatus(t *testing.T) {
 		{name: "invalid spec while an old Pod serves", scope: scope{serving: oldReady, invalid: &specError{reason: ReasonNoTEEMapping, message: "no teeType sev in the placement table"}},
 			phase: hourglassv1alpha1.PerformerUpgrading, state: conditions.Stalled, reason: ReasonNoTEEMapping, want: "Pod old (version v-a) keeps serving", podName: "old"},
 		{name: "Pod made, cache behind", scope: scope{starting: cur},
-			phase: hourglassv1alpha1.PerformerPending, state: conditions.Progressing, reason: ReasonPodStarting, want: "Pod cur is being created"},
+			phase: hourglassv1alpha1.PerformerPending, state: conditions.Progressing, reason: ReasonPodStarting, want: "Pod cur is starting", podName: "cur"},
 		{name: "Pods made before the managed-by label, being adopted", scope: scope{adopting: "legacy-1"}, before: hourglassv1alpha1.PerformerRunning,
 			phase: hourglassv1alpha1.PerformerRunning, state: conditions.Progressing, reason: ReasonAdoptingPods, want: "show Pod legacy-1", podName: "previous"},
 		{name: "Pod rejected", scope: scope{rejected: rejected},

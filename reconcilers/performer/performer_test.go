@@ -124,7 +124,6 @@ func TestCreate(t *testing.T) {
 		t.Errorf("Pod on node %q with IP %q, want %s and an IP", started.Spec.NodeName, started.Status.PodIP, testcluster.NodeBottlerocket)
 	}
 	e.waitEndpoints("echo", started.Status.PodIP)
-	e.waitEvent("echo", performer.EventPodCreated, pod.Name)
 }
 
 // A new version rolls without a gap: the new Pod runs beside the old one,
@@ -238,8 +237,10 @@ func podReady(p corev1.Pod) bool {
 	return false
 }
 
-// A Pod that stays Pending past the bound is replaced, with an event saying
-// why. No node has the GPU it asks for, so the real scheduler leaves it
+// A Pod that waits for a node past the bound is kept, not recreated: an
+// identical Pod would wait the same. The Performer is marked Stalled, with
+// one Warning event saying how long and why; after that, reconciles write
+// nothing. No node has the GPU it asks for, so the real scheduler leaves it
 // Unschedulable. The clock is stepped past the bound; an annotation on the
 // Pod wakes the reconciler as the scheduler's next report would (in a
 // cluster, its own requeue at the deadline does the same).
@@ -255,26 +256,75 @@ func TestPendingTimeout(t *testing.T) {
 		!strings.Contains(c.Message, "0/5 nodes are available") {
 		t.Errorf("Unschedulable message = %q, want the scheduler's words and the placement", c.Message)
 	}
+	recreated := recreations(t, "PendingTimeout")
 
 	// Five minutes and a second after the Pod was made; afterwards back to
 	// now, so the jump does not age the next tests' Pods.
 	fakeClock.SetTime(first.CreationTimestamp.Add(performer.DefaultPendingTimeout + time.Second))
 	t.Cleanup(func() { fakeClock.SetTime(time.Now()) })
 	e.annotatePod(first.Name, "test.hyperfleet.io/nudge", "1")
-	second := e.waitPod("stuck", 20*time.Second, func(p corev1.Pod) bool { return p.Name != first.Name })
-	if second.Labels[performer.LabelTemplateHash] != first.Labels[performer.LabelTemplateHash] {
-		t.Error("the replacement is of another revision")
+	stalled := e.waitReason("stuck", performer.ReasonPendingTimeout, 20*time.Second)
+	checkKstatus(t, stalled)
+	if c := findCondition(stalled, meta.ReadyCondition); !strings.Contains(c.Message, "longer than 5m0s") || !strings.Contains(c.Message, "Unschedulable") ||
+		!strings.Contains(c.Message, "nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3") {
+		t.Errorf("Stalled message = %q, want how long, why and the placement", c.Message)
 	}
-	eventually.That(t, 10*time.Second, func() (bool, string) {
-		err := e.get(first.Name, &corev1.Pod{})
-		return isGone(err), fmt.Sprintf("old Pod: %v", err)
-	})
-	note := e.waitEvent("stuck", performer.EventPodPendingTimeout, first.Name)
+	if !apimetaTrue(stalled, meta.StalledCondition) || stalled.Status.PodName != first.Name {
+		t.Errorf("after the bound: %s", describe(stalled))
+	}
+	note := e.waitEvent("stuck", performer.ReasonPendingTimeout, first.Name)
 	if !strings.Contains(note, "longer than 5m0s") || !strings.Contains(note, "Unschedulable") {
 		t.Errorf("event note %q should say how long and why", note)
 	}
-	if n := recreations(t, "PendingTimeout"); n < 1 {
-		t.Errorf("hyperfleet_performer_pod_recreations_total{reason=PendingTimeout} = %v", n)
+
+	// Later wake-ups change nothing: no recreation, no write.
+	written := writes.in(e.ns)
+	e.settle(first.Name)
+	fakeClock.Step(performer.DefaultPendingTimeout)
+	e.settle(first.Name)
+	if pods := e.livePods("stuck"); len(pods) != 1 || pods[0].Name != first.Name {
+		t.Errorf("Pods after the bound: %d, want %s kept", len(pods), first.Name)
+	}
+	if got := writes.in(e.ns); len(got) != len(written) {
+		t.Errorf("writes after the Performer stalled: %q", got[len(written):])
+	}
+	if n := recreations(t, "PendingTimeout"); n != recreated {
+		t.Errorf("hyperfleet_performer_pod_recreations_total{reason=PendingTimeout} went from %v to %v", recreated, n)
+	}
+}
+
+// A Pod bound to a node that does not start it within the bound (counted
+// from the binding) is replaced, so the scheduler may place the new one
+// elsewhere, with an event saying why. kwok holds the Pod bound and not
+// started, as a kubelet that cannot pull or start it would.
+func TestBoundPodStuckIsReplaced(t *testing.T) {
+	e := newEnv(t)
+	e.performer("unstarted", hold)
+	first := e.waitPod("unstarted", 20*time.Second, func(p corev1.Pod) bool { return p.Spec.NodeName != "" })
+	var boundAt time.Time
+	for _, c := range first.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+			boundAt = c.LastTransitionTime.Time
+		}
+	}
+	if boundAt.IsZero() {
+		t.Fatalf("Pod %s bound to %s without a PodScheduled condition: %+v", first.Name, first.Spec.NodeName, first.Status.Conditions)
+	}
+	recreated := recreations(t, "PendingTimeout")
+	// The replacement must not look stuck at the stepped clock: it is bound
+	// at least three seconds after the first (whose time is truncated to
+	// the second), so it has been Pending for under the bound.
+	eventually.True(t, 10*time.Second, "three seconds since the binding", func() bool { return time.Since(boundAt) > 3*time.Second })
+	fakeClock.SetTime(boundAt.Add(performer.DefaultPendingTimeout + time.Second))
+	t.Cleanup(func() { fakeClock.SetTime(time.Now()) })
+	e.annotatePod(first.Name, "test.hyperfleet.io/nudge", "1")
+	e.waitPod("unstarted", 20*time.Second, func(p corev1.Pod) bool { return p.Name != first.Name })
+	note := e.waitEvent("unstarted", performer.EventPodPendingTimeout, first.Name)
+	if !strings.Contains(note, "bound to node "+first.Spec.NodeName) || !strings.Contains(note, "within 5m0s") {
+		t.Errorf("event note %q should say where and how long", note)
+	}
+	if n := recreations(t, "PendingTimeout"); n != recreated+1 {
+		t.Errorf("hyperfleet_performer_pod_recreations_total{reason=PendingTimeout} went from %v to %v, want one more", recreated, n)
 	}
 }
 

@@ -86,7 +86,9 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		mgr, err = ctrl.NewManager(testenv.Config(), ctrl.Options{
+		cfg := testenv.Config()
+		cfg.Wrap(writes.wrap)
+		mgr, err = ctrl.NewManager(cfg, ctrl.Options{
 			Scheme:                 testenv.Scheme(),
 			Cache:                  cacheOpts,
 			Metrics:                metricsserver.Options{BindAddress: "0"},
