@@ -48,17 +48,19 @@ func (r running) print(out io.Writer) {
 	say("")
 	say("In another terminal:")
 	say("")
+	// try prints a command with its comment in a column.
+	try := func(command, why string) { say("  %-46s # %s", command, why) }
 	say("  export KUBECONFIG=%s", r.kubeconfig)
-	say("  kubectl get hvc,hmt,mc,rp,cd,perf,hge -A        # every object turns Ready within a minute")
+	try("kubectl get hvc,hmt,mc,rp,cd,perf,hge -A", "every object turns Ready within a minute")
 	if r.nodes > 0 {
-		say("  kubectl get nodes                               # the simulated nodes: general, GPU, SGX, Bottlerocket")
-		say("  kubectl get pods,endpointslices%s -o wide    # Performer Pods where their hardware is, and their endpoints", ns)
+		try("kubectl get nodes", "the simulated nodes: general, GPU, SGX, Bottlerocket")
+		try("kubectl get pods,endpointslices -o wide"+ns, "Performer Pods where their hardware is, and their endpoints")
 	}
 	if r.githubURL != "" {
-		say("  hyperfleet enqueue-jobs --count 5               # queue GitHub jobs, then: kubectl get rp,mc%s -w", ns)
+		try("hyperfleet enqueue-jobs --count 5", "queue GitHub jobs, then: kubectl get rp,mc -w"+ns)
 	}
 	if r.kubevirt {
-		say("  kubectl edit configmap -n %s cyberdesk-vm-template   # changes the next desktops", o.Manager.OperatorNamespace)
+		try("kubectl edit cm -n "+o.Manager.OperatorNamespace+" cyberdesk-vm-template", "changes the next desktops")
 	}
 	if o.Manager.MetricsAddr != "0" {
 		say("  curl -s http://%s/metrics | grep hyperfleet_", o.Manager.MetricsAddr)
