@@ -19,13 +19,12 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	var webhookAddr string
 	var logOpts logging.Options
 	fs.StringVar(&o.StateDir, "state-dir", ".hyperfleet/dev", "Directory for the sandbox's kubeconfig.")
-	fs.StringVar(&o.SamplesNamespace, "samples-namespace", "default", "Namespace the samples go into; empty skips them.")
+	fs.StringVar(&o.SamplesNamespace, "samples-namespace", "default", "Namespace the samples (pointed at the simulators) and the demo claims go into; empty skips them.")
 	fs.StringVar(&o.Manager.MetricsAddr, "metrics-bind-address", "127.0.0.1:8080", "Address of the manager's metrics endpoint (plain HTTP in the sandbox); 0 turns it off.")
 	fs.StringVar(&o.Manager.ProbeAddr, "health-probe-bind-address", "127.0.0.1:8081", "Address of /healthz and /readyz; 0 turns them off.")
-	fs.StringVar(&o.ProxmoxAddr, "proxmox-sim-address", "127.0.0.1:8006", "Address of the simulated Proxmox VE API; empty runs no simulator.")
-	fs.StringVar(&o.SandboxNamespace, "sandbox-namespace", "sandbox", "Namespace of the objects that use the simulators.")
-	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to create on the simulated Proxmox.")
-	fs.StringVar(&o.GitHubAddr, "github-sim-address", "127.0.0.1:8090", "Address of the simulated GitHub (REST API, runners, jobs, webhooks) with a demo RunnerPool; empty runs none. Needs --kubevirt-sim.")
+	fs.StringVar(&o.ProxmoxAddr, "proxmox-sim-address", "127.0.0.1:8006", "Address of the simulated Proxmox VE API the sample HypervisorCluster pve-sim uses; empty runs no simulator.")
+	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to add to the samples' on the simulated Proxmox.")
+	fs.StringVar(&o.GitHubAddr, "github-sim-address", "127.0.0.1:8090", "Address of the simulated GitHub (REST API, runners, jobs, webhooks) that the sample RunnerPool demo-runners uses; empty runs none. Needs --kubevirt-sim.")
 	fs.StringVar(&webhookAddr, "webhook-bind-address", "127.0.0.1:9443", "Address of the manager's GitHub webhook receiver.")
 	fs.BoolVar(&o.KubeVirt, "kubevirt-sim", true, "Run the KubeVirt simulator (VirtualMachine CRDs and a stand-in for virt-controller and virt-handler) for Cyberdesks and kubevirt clusters.")
 	logOpts.BindFlags(fs, "console")

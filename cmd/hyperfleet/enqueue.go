@@ -49,6 +49,6 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 		_ = json.Unmarshal(raw, &job)
 		_, _ = fmt.Fprintf(stdout, "queued job %d on %s (runs-on %s, %s)\n", job.ID, *repo, *labels, duration)
 	}
-	_, _ = fmt.Fprintln(stdout, "watch them: kubectl get runnerpools,machineclaims -n sandbox -w")
+	_, _ = fmt.Fprintln(stdout, "watch them: kubectl get runnerpools,machineclaims -w")
 	return nil
 }

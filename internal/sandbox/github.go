@@ -11,7 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -24,10 +23,6 @@ import (
 
 // SandboxRepository is the repository of the simulated GitHub.
 const SandboxRepository = "acme/widgets"
-
-// The demo pool's runners carry this label; `hyperfleet enqueue-jobs`
-// queues jobs asking for it.
-const demoPoolLabel = "sandbox"
 
 // startGitHub runs githubsim, sending signed workflow_job deliveries to the
 // manager's webhook receiver, and the webhook Secret the receiver reads.
@@ -64,29 +59,12 @@ func startGitHub(ctx context.Context, c client.Client, o Options) (*githubsim.Se
 	return sim, nil
 }
 
-// runnerObjects are what a user writes for runners on KubeVirt: the
-// cluster, a runner template, the GitHub credentials and a pool.
-func runnerObjects(sim *githubsim.Server) []client.Object {
-	vm := `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
-"volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/hyperfleet/runner-image:ubuntu-24.04"}}]}}}}`
+// githubSecrets is the Secret samples/40-runnerpool-sim.yaml references,
+// holding the simulator's token.
+func githubSecrets(sim *githubsim.Server) []client.Object {
 	return []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-sim-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
 			StringData: map[string]string{"token": sim.PAT()}},
-		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kubevirt-sim"}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider: hypervisorv1alpha1.ProviderKubeVirt,
-		}},
-		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner-sim"}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "kubevirt-sim"},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(vm)}},
-		}},
-		&hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "demo-runners"}, Spec: hypervisorv1alpha1.RunnerPoolSpec{
-			TemplateRef: meta.LocalObjectReference{Name: "runner-sim"},
-			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: "acme", Repository: "widgets",
-				CredentialsRef: meta.LocalObjectReference{Name: "github-sim-pat"}, APIURL: sim.URL() + "/"},
-			Labels:      []string{demoPoolLabel},
-			MinReplicas: 1, MaxReplicas: 5,
-			IdleTTL: &metav1.Duration{Duration: time.Minute},
-		}},
 	}
 }
 

@@ -9,7 +9,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -38,37 +37,28 @@ func startProxmox(o Options) (*proxmoxsim.Server, error) {
 	return sim, nil
 }
 
-// proxmoxObjects are what a user would write for a real cluster, pointed at
-// the simulator: the token and CA Secrets, the cluster, a template and a few claims.
-func proxmoxObjects(sim *proxmoxsim.Server, claims int) []client.Object {
+// proxmoxSecrets are the two Secrets samples/10-proxmox-cluster.yaml
+// references, filled from the simulator: the API token it accepts and the CA
+// of its certificate. A real cluster's come from an ExternalSecret instead.
+func proxmoxSecrets(sim *proxmoxsim.Server) []client.Object {
 	tokenID, secret := sim.APIToken()
 	labels := map[string]string{meta.CredentialsLabel: "true"}
-	vmid := int32(sandboxTemplateVMID)
-	disk := resource.MustParse("20Gi")
-	mem := resource.MustParse("2Gi")
-	objs := []client.Object{
+	return []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-sim-token", Labels: labels},
 			StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-sim-ca", Labels: labels},
 			Data: map[string][]byte{"ca.crt": sim.CACertPEM()}},
-		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve-sim"}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: sim.URL(),
-			CredentialsRef: &meta.LocalObjectReference{Name: "pve-sim-token"},
-			TLS:            &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "pve-sim-ca", Key: "ca.crt"}},
-			Proxmox: &hypervisorv1alpha1.ProxmoxClusterSpec{DefaultBridge: "vmbr0", Tags: []string{"sandbox"},
-				MaxConcurrentClonesPerNode: 2, MaxConcurrentClonesPerStorage: 4},
-		}},
-		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu-sim"}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "pve-sim"},
-			Resources:  &hypervisorv1alpha1.MachineResources{CPUCores: 2, Memory: &mem, DiskSize: &disk},
-			CloudInit:  &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu"},
-			Proxmox:    &hypervisorv1alpha1.ProxmoxTemplateSpec{Source: hypervisorv1alpha1.ProxmoxSource{VMID: &vmid}},
-		}},
 	}
-	for i := 1; i <= claims; i++ {
+}
+
+// demoClaims are --demo-claims more MachineClaims on the sample template
+// ubuntu-sim, so a newcomer watches several clones share the simulator.
+func demoClaims(n int) []client.Object {
+	var objs []client.Object
+	for i := 1; i <= n; i++ {
 		objs = append(objs, &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("demo-%d", i)},
 			Spec: hypervisorv1alpha1.MachineClaimSpec{
-				TemplateRef: meta.LocalObjectReference{Name: "ubuntu-sim"},
+				TemplateRef: meta.LocalObjectReference{Name: sampleProxmoxTemplate},
 				MaxLifetime: &metav1.Duration{Duration: 8 * time.Hour},
 			}})
 	}

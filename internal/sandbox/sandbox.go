@@ -20,12 +20,10 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
-	"github.com/hyperfleet/hyperfleet/internal/manifests"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/kustomize/crd"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
-	"github.com/hyperfleet/hyperfleet/samples"
 )
 
 // fieldOwner marks what the sandbox applied.
@@ -35,7 +33,8 @@ const fieldOwner = "hyperfleet-dev"
 type Options struct {
 	// StateDir receives the kubeconfig.
 	StateDir string
-	// SamplesNamespace receives the samples; empty skips them.
+	// SamplesNamespace receives the samples, the Secrets they read from the
+	// simulators and the demo claims; empty skips them all.
 	SamplesNamespace string
 	// Manager configures the in-process manager.
 	Manager manager.Options
@@ -44,23 +43,24 @@ type Options struct {
 	// Ready, if set, is called with the kubeconfig path once everything runs.
 	Ready func(kubeconfig string)
 
-	// ProxmoxAddr is where the Proxmox VE simulator listens; empty skips it.
+	// ProxmoxAddr is where the Proxmox VE simulator the sample
+	// HypervisorCluster pve-sim points at listens; empty skips it.
 	ProxmoxAddr string
 	// ProxmoxLatencies overrides the simulator's realistic task latencies.
 	ProxmoxLatencies *proxmoxsim.Latencies
-	// SandboxNamespace receives the objects that use the simulators.
-	SandboxNamespace string
-	// DemoClaims is how many MachineClaims the sandbox creates on the simulator.
+	// DemoClaims is how many MachineClaims the sandbox adds to the samples'
+	// on the simulated Proxmox.
 	DemoClaims int
 
 	// KubeVirt runs kubevirtsim in place of KubeVirt's controllers, so the
-	// sample Cyberdesk and kubevirt MachineClaims come up.
+	// sample Cyberdesk and the kubevirt machines come up.
 	KubeVirt bool
 	// KubeVirtLatencies overrides the simulator's realistic boot latencies.
 	KubeVirtLatencies *kubevirtsim.Latencies
 
-	// GitHubAddr is where the GitHub simulator listens, with a demo
-	// RunnerPool on KubeVirt (needs KubeVirt); empty skips it.
+	// GitHubAddr is where the GitHub simulator the sample RunnerPool
+	// demo-runners points at listens (needs KubeVirt, where its runners
+	// run); empty skips it.
 	GitHubAddr string
 
 	// NoCluster leaves out the scheduler, the controller-manager and KWOK's
@@ -105,12 +105,14 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	up := running{opts: o, kubeconfig: kubeconfig}
 	if !o.NoCluster {
-		stop, err := startCluster(ctx, plane.Config, say, o.Out)
+		nodes, stop, err := startCluster(ctx, plane.Config, say, o.Out)
 		if err != nil {
 			return err
 		}
 		defer stop()
+		up.nodes = len(nodes)
 	}
 
 	c, err := client.New(plane.Config, client.Options{Scheme: scheme.New()})
@@ -121,20 +123,16 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 
+	var secrets []client.Object
+	var pve *proxmoxsim.Server
 	if o.ProxmoxAddr != "" {
-		sim, err := startProxmox(o)
-		if err != nil {
+		if pve, err = startProxmox(o); err != nil {
 			return err
 		}
-		defer sim.Close()
-		say("==> Proxmox VE simulator at %s (token %s)", sim.URL(), tokenIDOf(sim))
-		if err := ensureNamespace(ctx, c, o.SandboxNamespace); err != nil {
-			return err
-		}
-		if err := createAll(ctx, c, o.SandboxNamespace, proxmoxObjects(sim, o.DemoClaims)); err != nil {
-			return err
-		}
-		say("==> Created HypervisorCluster pve-sim, template ubuntu-sim and %d MachineClaims in namespace %s", o.DemoClaims, o.SandboxNamespace)
+		defer pve.Close()
+		up.proxmoxURL = pve.URL()
+		secrets = append(secrets, proxmoxSecrets(pve)...)
+		say("==> Proxmox VE simulator at %s (token %s)", pve.URL(), tokenIDOf(pve))
 	}
 
 	var kv *kubevirtsim.Simulator
@@ -143,22 +141,22 @@ func Run(ctx context.Context, o Options) error {
 			return err
 		}
 		defer kv.Stop()
+		up.kubevirt = true
 		say("==> KubeVirt simulator running (VirtualMachines boot in about 30 s); Cyberdesk template in ConfigMap %s/cyberdesk-vm-template", o.Manager.OperatorNamespace)
 	}
-	if o.GitHubAddr != "" && kv != nil {
+	switch {
+	case o.GitHubAddr != "" && kv == nil:
+		say("==> Not starting the GitHub simulator: its runners run on KubeVirt (--kubevirt-sim)")
+	case o.GitHubAddr != "":
 		gh, err := startGitHub(ctx, c, o)
 		if err != nil {
 			return err
 		}
 		defer gh.Close()
-		if err := ensureNamespace(ctx, c, o.SandboxNamespace); err != nil {
-			return err
-		}
-		if err := createAll(ctx, c, o.SandboxNamespace, runnerObjects(gh)); err != nil {
-			return err
-		}
-		startAgents(ctx, c, gh, kv, o.SandboxNamespace)
-		say("==> GitHub simulator at %s (repository %s, webhooks to %s); RunnerPool demo-runners in namespace %s", gh.URL(), SandboxRepository, o.Manager.Runners.WebhookAddr, o.SandboxNamespace)
+		up.githubURL = gh.URL()
+		secrets = append(secrets, githubSecrets(gh)...)
+		startAgents(ctx, c, gh, kv, o.SamplesNamespace)
+		say("==> GitHub simulator at %s (repository %s, webhooks to %s)", gh.URL(), SandboxRepository, o.Manager.Runners.WebhookAddr)
 	}
 
 	say("==> Starting the HyperFleet manager in-process (leader election in namespace %s)", o.Manager.OperatorNamespace)
@@ -168,43 +166,14 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	if o.SamplesNamespace != "" {
-		if err := ensureNamespace(ctx, c, o.SamplesNamespace); err != nil {
+		if up.samples, up.claims, err = applyAll(ctx, c, o, secrets, simulatorURLs{proxmox: up.proxmoxURL, github: up.githubURL}); err != nil {
 			return err
 		}
-		n, err := applySamples(ctx, c, o.SamplesNamespace)
-		if err != nil {
-			return err
-		}
-		say("==> Applied %d sample objects into namespace %s", n, o.SamplesNamespace)
+		say("==> Applied %d sample objects and %d demo MachineClaims into namespace %s", up.samples, up.claims, o.SamplesNamespace)
 	}
 
-	say("")
-	say("HyperFleet sandbox is up (%s). In another terminal:", time.Since(started).Round(100*time.Millisecond))
-	say("")
-	say("  export KUBECONFIG=%s", kubeconfig)
-	say("  kubectl get hypervisorclusters,hypervisormachinetemplates,machineclaims,runnerpools,cyberdesks,performers,hourglassexecutors -A")
-	if o.ProxmoxAddr != "" {
-		say("  kubectl get hypervisorclusters,machineclaims -n %s -w     # watch the demo claims reach Ready", o.SandboxNamespace)
-	}
-	if o.KubeVirt {
-		say("  kubectl get cyberdesks,vm,vmi -A                            # the sample desktop boots on the KubeVirt simulator")
-		say("  kubectl edit configmap -n %s cyberdesk-vm-template   # changes the next desktops", o.Manager.OperatorNamespace)
-	}
-	if o.GitHubAddr != "" && o.KubeVirt {
-		say("  hyperfleet enqueue-jobs --count 5                          # queue GitHub jobs; watch: kubectl get runnerpools,machineclaims -n %s -w", o.SandboxNamespace)
-	}
-	if !o.NoCluster {
-		say("  kubectl get nodes                                          # KWOK's simulated nodes: general, GPU, SGX, Bottlerocket")
-		if o.SamplesNamespace != "" {
-			say("  kubectl get pods,endpointslices -n %s -o wide          # the performers' Pods, placed by the real scheduler, and their endpoints", o.SamplesNamespace)
-		}
-	}
-	say("  kubectl explain machineclaim.spec")
-	if o.Manager.MetricsAddr != "0" {
-		say("  curl -s http://%s/metrics | grep hyperfleet_", o.Manager.MetricsAddr)
-	}
-	say("")
-	say("Press Ctrl-C to stop; the sandbox keeps no state between runs.")
+	up.took = time.Since(started)
+	up.print(o.Out)
 	if o.Ready != nil {
 		o.Ready(kubeconfig)
 	}
@@ -216,6 +185,27 @@ func Run(ctx context.Context, o Options) error {
 		return fmt.Errorf("manager: %w", err)
 	}
 	return nil
+}
+
+// applyAll puts the simulators' Secrets, the samples pointed at the
+// simulators and the demo claims into the samples namespace; it returns how
+// many samples and claims it applied.
+func applyAll(ctx context.Context, c client.Client, o Options, secrets []client.Object, urls simulatorURLs) (int, int, error) {
+	if err := ensureNamespace(ctx, c, o.SamplesNamespace); err != nil {
+		return 0, 0, err
+	}
+	if err := createAll(ctx, c, o.SamplesNamespace, secrets); err != nil {
+		return 0, 0, err
+	}
+	n, err := applySamples(ctx, c, o.SamplesNamespace, urls)
+	if err != nil {
+		return n, 0, err
+	}
+	if urls.proxmox == "" {
+		return n, 0, nil
+	}
+	claims := demoClaims(o.DemoClaims)
+	return n, len(claims), createAll(ctx, c, o.SamplesNamespace, claims)
 }
 
 func startManager(ctx context.Context, cfg *rest.Config, o manager.Options) (<-chan error, error) {
@@ -238,25 +228,6 @@ func startManager(ctx context.Context, cfg *rest.Config, o manager.Options) (<-c
 	}
 	ctrl.LoggerFrom(ctx).V(1).Info("Manager caches synced")
 	return done, nil
-}
-
-func applySamples(ctx context.Context, c client.Client, namespace string) (int, error) {
-	files, names, err := samples.Files()
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, name := range names {
-		objs, err := manifests.Decode(name, files[name])
-		if err != nil {
-			return n, err
-		}
-		if err := manifests.Apply(ctx, c, namespace, fieldOwner, objs); err != nil {
-			return n, fmt.Errorf("sample %s: %w", name, err)
-		}
-		n += len(objs)
-	}
-	return n, nil
 }
 
 func ensureNamespace(ctx context.Context, c client.Client, name string) error {

@@ -3,6 +3,7 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -20,9 +21,11 @@ import (
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/sandbox"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/internal/testcluster"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
@@ -45,19 +48,24 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// The README's promise: `hyperfleet dev` answers kubectl get for every kind
-// through the kubeconfig it prints, and stops cleanly on Ctrl-C.
-func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
+// The README's promise: `hyperfleet dev` says what it runs, answers kubectl
+// through the kubeconfig it prints, every sample (pointed at the simulators)
+// and demo claim turns Ready, the nodes and the Performers' endpoints are
+// there, a queued GitHub job is run, and Ctrl-C stops it all cleanly.
+func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	out := &syncBuffer{}
 	ready := make(chan string, 1)
 	fast := proxmoxsim.DefaultLatencies()
 	kvFast := kubevirtsim.DefaultLatencies()
-	ghAddr, hookAddr := freeAddr(t), freeAddr(t)
+	// Free ports, never the defaults the samples name, so the test also
+	// shows the sandbox points the samples at wherever the simulators listen.
+	pveAddr, ghAddr, hookAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	const ns = "samples"
 	opts := sandbox.Options{
 		StateDir:         t.TempDir(),
-		SamplesNamespace: "samples",
+		SamplesNamespace: ns,
 		Manager: manager.Options{
 			MetricsAddr: "0", ProbeAddr: "0", LeaderElect: true,
 			LeaderElectionID: "hyperfleet-leader", OperatorNamespace: "hyperfleet-system",
@@ -66,9 +74,8 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 		},
 		Out:               out,
 		Ready:             func(kubeconfig string) { ready <- kubeconfig },
-		ProxmoxAddr:       "127.0.0.1:0",
+		ProxmoxAddr:       pveAddr,
 		ProxmoxLatencies:  &fast,
-		SandboxNamespace:  "sandbox",
 		DemoClaims:        2,
 		KubeVirt:          true,
 		KubeVirtLatencies: &kvFast,
@@ -86,8 +93,18 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	case <-time.After(3 * time.Minute):
 		t.Fatalf("sandbox not ready within 3 minutes:\n%s", out.String())
 	}
-	if !strings.Contains(out.String(), "export KUBECONFIG="+kubeconfig) {
-		t.Errorf("the sandbox does not print how to use its kubeconfig:\n%s", out.String())
+	for _, want := range []string{
+		"export KUBECONFIG=" + kubeconfig,
+		fmt.Sprintf("KWOK runs %d nodes", len(testcluster.Nodes())),
+		"Proxmox VE  simulator at https://" + pveAddr,
+		"GitHub      simulator at http://" + ghAddr,
+		"KubeVirt    simulator",
+		"2 demo MachineClaims in namespace " + ns,
+		"kubectl get hvc,hmt,mc,rp,cd,perf,hge -A",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("the start message lacks %q:\n%s", want, out.String())
+		}
 	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
@@ -108,7 +125,7 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 		"hourglassexecutors":         &hourglassv1alpha1.HourglassExecutorList{},
 	}
 	for name, list := range lists {
-		if err := c.List(ctx, list, client.InNamespace("samples")); err != nil {
+		if err := c.List(ctx, list, client.InNamespace(ns)); err != nil {
 			t.Errorf("listing %s: %v", name, err)
 			continue
 		}
@@ -122,69 +139,30 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	}
 
 	// The manager holds the leader Lease under its identity.
-	lease := &coordinationv1.Lease{}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		lease := &coordinationv1.Lease{}
 		err := c.Get(ctx, types.NamespacedName{Namespace: "hyperfleet-system", Name: "hyperfleet-leader"}, lease)
 		if err == nil && lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == "sandbox-test" {
-			break
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the manager did not take the leader Lease within 30s (last error %v, lease %+v)", err, lease.Spec)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("the manager does not hold the leader Lease (error %v, lease %+v)", err, lease.Spec)
+	})
 
-	// The demo claims on the simulated Proxmox reach Ready.
-	for _, name := range []string{"demo-1", "demo-2"} {
-		mc := &hypervisorv1alpha1.MachineClaim{}
-		deadline := time.Now().Add(90 * time.Second)
-		for {
-			err := c.Get(ctx, types.NamespacedName{Namespace: "sandbox", Name: name}, mc)
-			if err == nil && mc.Status.Phase == hypervisorv1alpha1.MachineReady {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("demo claim %s not Ready within 90s: %v %+v", name, err, mc.Status)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
+	// What `kubectl get hvc,hmt,mc,rp,cd,perf,hge -A` shows: every sample,
+	// the demo claims and what the pool made, all Ready.
+	want := append(sampleObjects(t, ns), "MachineClaim "+ns+"/demo-1", "MachineClaim "+ns+"/demo-2")
+	checkEveryObjectReady(t, c, want)
 
-	// The sample Cyberdesk boots on the KubeVirt simulator from the template
-	// ConfigMap the sandbox installed.
-	desk := &cyberdeskv1alpha1.Cyberdesk{}
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		err := c.Get(ctx, types.NamespacedName{Namespace: "samples", Name: "alice-desktop"}, desk)
-		if err == nil && desk.Status.Phase == cyberdeskv1alpha1.CyberdeskRunning {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the sample Cyberdesk is not Running within 90s: %v %+v", err, desk.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	// kubectl get nodes, endpointslices.
+	checkCluster(t, c, ns)
 
-	// The whole cluster runs: KWOK's nodes are Ready, every sample Performer
-	// and executor is Ready (their Pods placed by the real scheduler and
-	// run by KWOK), and each Performer's Service has a ready endpoint.
-	checkCluster(t, c)
-
-	// The demo RunnerPool keeps one idle runner; a queued job is taken by a
-	// runner (a webhook delivery to the manager scales the pool).
-	pool := &hypervisorv1alpha1.RunnerPool{}
-	deadline = time.Now().Add(90 * time.Second)
-	for {
-		err := c.Get(ctx, types.NamespacedName{Namespace: "sandbox", Name: "demo-runners"}, pool)
-		if err == nil && pool.Status.IdleReplicas >= 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo RunnerPool has no idle runner within 90s: %v %+v", err, pool.Status)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+	// The sample RunnerPool keeps one idle runner; a queued job is taken by
+	// a runner (a webhook delivery to the manager scales the pool).
+	eventually.That(t, 90*time.Second, func() (bool, string) {
+		pool := &hypervisorv1alpha1.RunnerPool{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-runners"}, pool)
+		return err == nil && pool.Status.IdleReplicas >= 1, fmt.Sprintf("the sample RunnerPool has no idle runner: %v %+v", err, pool.Status)
+	})
 	var enqueueOut bytes.Buffer
 	res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
 		strings.NewReader(`{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`))
@@ -196,21 +174,15 @@ func TestSandboxServesEveryKindAndStopsCleanly(t *testing.T) {
 	if res.StatusCode/100 != 2 {
 		t.Fatalf("queueing a job: %d %s", res.StatusCode, enqueueOut.String())
 	}
-	deadline = time.Now().Add(90 * time.Second)
-	for {
+	eventually.True(t, 90*time.Second, "the queued job was not completed by a sample runner", func() bool {
 		res, err := http.Get("http://" + ghAddr + "/_sim/jobs")
-		if err == nil {
-			body, _ := io.ReadAll(res.Body)
-			_ = res.Body.Close()
-			if strings.Contains(string(body), `"status":"completed"`) {
-				break
-			}
+		if err != nil {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the queued job was not completed by a demo runner within 90s")
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		body, _ := io.ReadAll(res.Body)
+		_ = res.Body.Close()
+		return strings.Contains(string(body), `"status":"completed"`)
+	})
 
 	cancel()
 	select {
