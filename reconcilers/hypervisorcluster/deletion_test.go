@@ -34,12 +34,20 @@ var ctx = context.Background()
 // GitOps prunes a namespace holding a Proxmox cluster, its Secrets, a
 // template and claims with user data, in the worst order: no VM and no
 // cloud-init ISO is left on Proxmox, and every object goes.
+//
+// The guests never boot here: once a guest agent answers, the operator
+// ejects and deletes its ISO itself, and the prune must be shown to clean
+// up ISOs still in use.
 func TestGitOpsPruneOnProxmoxLeavesNothing(t *testing.T) {
-	l := hypervisorlab.Proxmox(t)
-	claims := provisioned(l, "ubuntu", "a", "b")
-	if n := len(isos(t, l)); n != len(claims) {
-		t.Fatalf("%d cloud-init ISOs on the simulator before the prune, want %d: %v", n, len(claims), isos(t, l))
-	}
+	l := hypervisorlab.Proxmox(t, func(o *proxmoxsim.Options, _ *hypervisorv1alpha1.HypervisorCluster) {
+		o.Latencies = proxmoxsim.DefaultLatencies()
+		o.Latencies.Boot = time.Hour
+	})
+	claims := startedClaims(l, "ubuntu", "a", "b")
+	eventually.That(t, time.Minute, func() (bool, string) {
+		left := isos(t, l)
+		return len(left) == len(claims), fmt.Sprintf("%d cloud-init ISOs on the simulator before the prune, want %d: %v", len(left), len(claims), left)
+	})
 	prune(l, "pve", "ubuntu", []string{"pve-token", "pve-ca", "user-data"}, claims)
 	eventually.That(t, time.Minute, func() (bool, string) {
 		vms, left := l.OwnedVMs(), isos(t, l)
@@ -166,6 +174,22 @@ func TestClusterWaitsForOrphansOnIt(t *testing.T) {
 // waits for each to be Ready.
 func provisioned(l *hypervisorlab.Lab, template string, names ...string) []*hypervisorv1alpha1.MachineClaim {
 	l.T.Helper()
+	return claimsUntil(l, template, func(mc *hypervisorv1alpha1.MachineClaim) bool {
+		return mc.Status.Phase == hypervisorv1alpha1.MachineReady
+	}, names...)
+}
+
+// startedClaims makes claims with user data and waits until each has its
+// machine (named in status), Ready or not.
+func startedClaims(l *hypervisorlab.Lab, template string, names ...string) []*hypervisorv1alpha1.MachineClaim {
+	l.T.Helper()
+	return claimsUntil(l, template, func(mc *hypervisorv1alpha1.MachineClaim) bool {
+		return mc.Status.MachineName != "" && mc.Status.VMID != nil
+	}, names...)
+}
+
+func claimsUntil(l *hypervisorlab.Lab, template string, done func(*hypervisorv1alpha1.MachineClaim) bool, names ...string) []*hypervisorv1alpha1.MachineClaim {
+	l.T.Helper()
 	if err := l.Get(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "user-data"}}); apierrors.IsNotFound(err) {
 		l.Create(&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "user-data", Labels: map[string]string{meta.CredentialsLabel: "true"}},
@@ -188,7 +212,7 @@ func provisioned(l *hypervisorlab.Lab, template string, names ...string) []*hype
 			if err := l.Get(mc); err != nil {
 				return false, err.Error()
 			}
-			return mc.Status.Phase == hypervisorv1alpha1.MachineReady, hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions)
+			return done(mc), hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions)
 		})
 		out = append(out, mc)
 	}
