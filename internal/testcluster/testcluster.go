@@ -161,6 +161,11 @@ func (c *Cluster) startComponents(bins controlplane.ClusterBinaries, kubeconfig,
 			"--manage-nodes-with-annotation-selector=" + kwokAnnotation + "=fake",
 			"--cidr=" + PodCIDR,
 			"--node-ip=127.0.0.1",
+			// Renew each node's Lease as a kubelet does. Without it kwok
+			// neither holds Leases nor posts status often enough, and
+			// the node-lifecycle controller, past its grace period, marks
+			// every Pod on the node not Ready (about 50 s after start).
+			"--node-lease-duration-seconds=40",
 		}},
 	}
 	for _, s := range specs {
@@ -173,7 +178,7 @@ func (c *Cluster) startComponents(bins controlplane.ClusterBinaries, kubeconfig,
 	return nil
 }
 
-// waitNodesReady waits for kwok to report every node Ready.
+// waitNodesReady waits for kwok to report every node Ready and to hold its Lease.
 func (c *Cluster) waitNodesReady(ctx context.Context, cs kubernetes.Interface) error {
 	var notReady []string
 	err := wait.PollUntilContextCancel(ctx, 200*time.Millisecond, true, func(ctx context.Context) (bool, error) {
@@ -185,6 +190,12 @@ func (c *Cluster) waitNodesReady(ctx context.Context, cs kubernetes.Interface) e
 			n, err := cs.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
 			if err != nil || !nodeReady(n) {
 				notReady = append(notReady, name)
+				continue
+			}
+			// A node is healthy for the node-lifecycle controller once
+			// its Lease is held, as a kubelet's is.
+			if _, err := cs.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, name, metav1.GetOptions{}); err != nil {
+				notReady = append(notReady, name+" (no Lease)")
 			}
 		}
 		return len(notReady) == 0, nil
