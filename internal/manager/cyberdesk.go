@@ -88,6 +88,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) erro
 		Recorder:          mgr.GetEventRecorder("cyberdesk"),
 		ObserveInterval:   o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
 		WatchVirtualMachines: served, Clock: c.Clock,
+		MaxConcurrentReconciles: o.Workers.For(WorkersCyberdesk),
 	}
 	if c.SupabaseSecret != "" {
 		exporter := &supabase.Exporter{

@@ -51,11 +51,13 @@ func setupHourglass(mgr ctrl.Manager, o Options) error {
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("performer"), Clock: h.Clock,
 		Placement: placement, PendingTimeout: h.PerformerPendingTimeout, ClusterDomain: h.ClusterDomain,
+		MaxConcurrentReconciles: o.Workers.For(WorkersPerformer),
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	return (&executor.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("hourglassexecutor"), ClusterDomain: h.ClusterDomain,
+		MaxConcurrentReconciles: o.Workers.For(WorkersExecutor),
 	}).SetupWithManager(mgr)
 }

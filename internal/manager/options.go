@@ -59,6 +59,9 @@ type Options struct {
 	// or "*" runs them all. Suites run only the ones their kind needs;
 	// operators may split kinds over two Deployments.
 	Controllers []string
+	// Workers set reconcilers' worker counts; unnamed ones keep their
+	// defaults.
+	Workers Workers
 
 	// SkipControllerNameValidation lets one process run several managers
 	// in turn (tests that crash and restart the operator).
@@ -102,6 +105,11 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	fs.Func("controllers", "Comma-separated reconcilers to run, or * for all: "+strings.Join(AllControllers, ", ")+". Default: all.", func(s string) error {
 		o.Controllers = splitList(s)
 		return checkControllers(o.Controllers)
+	})
+	fs.Func("workers", "Comma-separated name=count worker counts per reconciler ("+strings.Join(workerNames, ", ")+"), for example performer=16. Default: each reconciler's own, chosen from `make bench`.", func(s string) error {
+		w, err := parseWorkers(s)
+		o.Workers = w
+		return err
 	})
 	fs.StringVar(&o.InstallationID, "installation-id", "", "This installation's id, carried by every machine it makes (Proxmox tag hf-inst-<id>, KubeVirt label hyperfleet.io/installation); installations sharing a hypervisor never touch each other's machines. 1-63 lowercase letters, digits or '-'. Default: the UID of the operator's namespace.")
 	o.Cyberdesk.bindFlags(fs)

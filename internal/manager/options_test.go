@@ -130,3 +130,30 @@ func TestInstallationIDFlag(t *testing.T) {
 		t.Errorf("the fallback id is not a valid one: %v", err)
 	}
 }
+
+// --workers sets worker counts by reconciler name; a misspelt name, a
+// missing count or one out of bounds stops the manager at start, naming it.
+func TestWorkersFlag(t *testing.T) {
+	if o := parsed(t); o.Workers.For(WorkersPerformer) != 0 {
+		t.Errorf("by default the performer count is %d, want 0 (the reconciler's own default)", o.Workers.For(WorkersPerformer))
+	}
+	o := parsed(t, "--workers", "performer=16, machineclaim=12")
+	if o.Workers.For(WorkersPerformer) != 16 || o.Workers.For(WorkersMachineClaim) != 12 || o.Workers.For(WorkersCyberdesk) != 0 {
+		t.Errorf("--workers performer=16,machineclaim=12 gives %v", o.Workers)
+	}
+	for arg, want := range map[string]string{
+		"performers=4":   `unknown reconciler "performers"`,
+		"performer":      `"performer" is not name=count`,
+		"performer=0":    "performer=0: the count must be a whole number from 1 to 256",
+		"performer=257":  "performer=257: the count must be",
+		"performer=many": "performer=many: the count must be",
+	} {
+		var bad Options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		bad.BindFlags(fs)
+		if err := fs.Parse([]string{"--workers", arg}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--workers %s gives %v, want an error containing %q", arg, err, want)
+		}
+	}
+}

@@ -47,6 +47,7 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 			Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(),
 			Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
 			ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
+			MaxConcurrentReconciles: o.Workers.For(WorkersMachineClaim),
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}

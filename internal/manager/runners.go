@@ -60,7 +60,7 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) erro
 		Client: mgr.GetClient(), Secrets: secrets, GitHub: github.NewClients(), RateLimiter: github.DefaultRateLimiter(),
 		GitHubTimeout: ro.GitHubTimeout, Recorder: mgr.GetEventRecorder("runnerpool"),
 		Runner: ro.Runner, AgentPath: ro.AgentPath, SyncInterval: ro.SyncInterval, FinalizationTimeout: o.FinalizationTimeout,
-		Clock: ro.Clock,
+		Clock: ro.Clock, MaxConcurrentReconciles: o.Workers.For(WorkersRunnerPool),
 	}
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err

@@ -85,7 +85,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.APIReader = mgr.GetAPIReader()
 	}
 	if r.MaxConcurrentReconciles == 0 {
-		r.MaxConcurrentReconciles = 4
+		r.MaxConcurrentReconciles = 8
 	}
 	if r.Placement.TEE == nil && r.Placement.GPU.ResourceName == "" {
 		r.Placement = DefaultPlacement()

@@ -43,7 +43,8 @@ func (r request) kind() string {
 	return r.Verb + " " + res
 }
 
-// readAudit reads the operator's requests from the audit log. The policy
+// readAudit reads every logged request from the audit log: the
+// operator's, and everyone's writes. The policy
 // logs one event per request, at ResponseComplete; a watch still open is
 // not in it yet, which only undercounts watches, never writes.
 func readAudit(path string) ([]request, error) {
@@ -60,11 +61,31 @@ func readAudit(path string) ([]request, error) {
 		if err := json.Unmarshal(s.Bytes(), &r); err != nil {
 			return nil, fmt.Errorf("audit log: %w", err)
 		}
-		if r.User.Username == operatorUser {
+		out = append(out, r)
+	}
+	return out, s.Err()
+}
+
+// byUser keeps the requests of one user.
+func byUser(reqs []request, user string) []request {
+	var out []request
+	for _, r := range reqs {
+		if r.User.Username == user {
 			out = append(out, r)
 		}
 	}
-	return out, s.Err()
+	return out
+}
+
+// writersBetween counts writes received in [from, to) by user.
+func writersBetween(reqs []request, from, to time.Time) map[string]int {
+	out := map[string]int{}
+	for _, r := range reqs {
+		if r.write() && !r.Received.Before(from) && r.Received.Before(to) {
+			out[r.User.Username]++
+		}
+	}
+	return out
 }
 
 // firstBody is the body of the first write with one received in [from, to):

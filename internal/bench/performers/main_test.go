@@ -28,8 +28,11 @@ const operatorUser = "hyperfleet-dev-admin"
 
 // auditPolicy logs the operator's requests at Metadata level (verb,
 // resource, name, time; no bodies), one event per request once it
-// completes, and nothing of anyone else's; status writes with their
-// bodies, so an idle write shows what it changed.
+// completes; status writes with their bodies, so an idle write shows what
+// it changed; and everyone else's writes at Metadata level, so the table
+// shows what else the API server stored meanwhile (the scheduler's
+// bindings, kwok's Pod statuses, the EndpointSlices): on 2 cores that
+// traffic, not the operator, bounds the time to served.
 const auditPolicy = `apiVersion: audit.k8s.io/v1
 kind: Policy
 omitStages: ["RequestReceived", "ResponseStarted"]
@@ -40,6 +43,8 @@ rules:
   resources: [{group: hourglass.eigenlayer.io, resources: ["performers/status"]}]
 - level: Metadata
   users: ["` + operatorUser + `"]
+- level: Metadata
+  verbs: ["create", "update", "patch", "delete", "deletecollection"]
 - level: None
 `
 

@@ -82,6 +82,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 		b.Fatal(err)
 	}
 	wait(b, op, warm.allReady, 3*time.Minute, "the warm-up Performer to be Ready")
+	workers := performerWorkers(b)
 
 	t := newTracker(n)
 	go follow(ctx, c, &corev1.PodList{}, "bench", func(o any, at time.Time) { t.onPod(o.(*corev1.Pod), at) })
@@ -113,21 +114,23 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	end := time.Now()
 
 	notReady := notReadyNodes(ctx, c, time.Since(t.start))
-	reqs, err := readAudit(auditLog)
+	everyone, err := readAudit(auditLog)
 	if err != nil {
 		b.Fatal(err)
 	}
+	reqs := byUser(everyone, operatorUser)
 	toReady, _, _ := between(reqs, t.start, readyAt)
 	_, idleWrites, idleKinds := between(reqs, readyAt, end)
 	_, _, readyKinds := between(reqs, t.start, readyAt)
 	perServed, perReady := writesPerPerformer(t, reqs)
 
 	report(b, figures{
-		n: n, idle: idle, load: load, created: created, served: served, podsReady: podsReady, ready: ready,
+		n: n, workers: workers, idle: idle, load: load, created: created, served: served, podsReady: podsReady, ready: ready,
 		p50: t.percentile(t.served, 50), p99: t.percentile(t.served, 99),
 		readyP50: t.percentile(t.perf, 50), readyP99: t.percentile(t.perf, 99),
 		requests: float64(toReady) / float64(n), writesServed: perServed, writesReady: perReady,
 		idleWrites: idleWrites, idleKinds: idleKinds, readyKinds: readyKinds, idleBody: firstBody(reqs, readyAt, end), notReady: notReady,
+		writers: writersBetween(everyone, t.start, readyAt),
 		peakMiB: float64(peak) / (1 << 20), cpuReady: cpuReady, cpuIdle: cpuIdle,
 	})
 }
@@ -204,6 +207,8 @@ type figures struct {
 	idleWrites                          int
 	idleKinds, readyKinds               map[string]int
 	idleBody                            string
+	workers                             string
+	writers                             map[string]int
 	notReady                            string
 	peakMiB                             float64
 	cpuReady, cpuIdle                   time.Duration
@@ -216,6 +221,7 @@ func report(b *testing.B, f figures) {
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	s := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 	_, _ = fmt.Fprintf(w, "Performers, N=%d (load average before: %s)\tHyperFleet\taim (issue 15, N=200)\n", f.n, f.load)
+	_, _ = fmt.Fprintf(w, "performer workers (PERF_WORKERS)\t%s\t\n", f.workers)
 	_, _ = fmt.Fprintf(w, "all created (client, %d in flight)\t%s\t\n", creators, s(f.created))
 	_, _ = fmt.Fprintf(w, "all served (Pod and Service exist)\t%s\t≤ 3.7 s\n", s(f.served))
 	_, _ = fmt.Fprintf(w, "served p50 / p99\t%s / %s\t\n", s(f.p50), s(f.p99))
@@ -230,6 +236,12 @@ func report(b *testing.B, f figures) {
 	_ = w.Flush()
 	sb.WriteString("writes to Ready by kind: " + kinds(f.readyKinds) + "\n")
 	sb.WriteString("writes while idle by kind: " + kinds(f.idleKinds) + "\n")
+	total := 0
+	for _, n := range f.writers {
+		total += n
+	}
+	fmt.Fprintf(&sb, "all writes the API server took to Ready: %d (%.0f a second), by user: %s\n",
+		total, float64(total)/f.ready.Seconds(), kinds(f.writers))
 	if f.notReady != "" {
 		// The node lifecycle controller marks a NotReady node's Pods not
 		// Ready, and each Performer rightly follows: such idle writes are

@@ -34,9 +34,16 @@ type operator struct {
 // client (cmd/hyperfleet's test).
 func startOperator(b *testing.B, bin string) *operator {
 	b.Helper()
-	cmd := exec.Command(bin, "run", "--leader-elect=false", "--metrics-bind-address=0",
+	args := []string{"run", "--leader-elect=false",
+		// Plain HTTP on loopback: the benchmark reads the worker count the
+		// reconciler really runs with from controller-runtime's gauge.
+		"--metrics-bind-address=" + metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--webhook-bind-address=0", "--log-level=error",
-		"--controllers=hourglass")
+		"--controllers=hourglass"}
+	if n := envInt("PERF_WORKERS", 0); n > 0 {
+		args = append(args, "--workers=performer="+strconv.Itoa(n))
+	}
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
 	o := &operator{cmd: cmd, done: make(chan struct{}), sampling: make(chan struct{})}
 	cmd.Stderr = writerFunc(func(p []byte) (int, error) {
