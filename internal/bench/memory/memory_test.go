@@ -94,7 +94,7 @@ func managerMemory(b *testing.B, claims, noise int) {
 	time.Sleep(settle) // let the caches fill and the collector run: this is a reading, not an assertion
 	idle := mustRSS(b, op)
 
-	op.resetPeak()
+	op.ResetPeak()
 	cpuBefore := mustCPU(b, op)
 	b.StartTimer()
 	start = time.Now()
@@ -105,9 +105,9 @@ func managerMemory(b *testing.B, claims, noise int) {
 	time.Sleep(settle)
 	steady := mustRSS(b, op)
 	cpuUsed := mustCPU(b, op) - cpuBefore
-	anon, _ := procStatus(op.cmd.Process.Pid, "RssAnon")
-	file, _ := procStatus(op.cmd.Process.Pid, "RssFile")
-	peak := op.peakRSS()
+	anon, _ := op.Status("RssAnon")
+	file, _ := op.Status("RssFile")
+	peak := op.PeakRSS()
 	profile := filepath.Join(os.TempDir(), "hyperfleet-memory-heap.pprof")
 	heap, err := op.heapProfile(profile)
 	if err != nil {
@@ -322,7 +322,7 @@ func waitReady(b *testing.B, op *operator, ns string, timeout time.Duration, lis
 			b.Fatalf("%d of %d Ready after %s", ready, want, timeout)
 		}
 		if time.Since(lastReport) >= 30*time.Second {
-			rss, _ := op.rss()
+			rss, _ := op.RSS()
 			fmt.Fprintf(os.Stderr, "memory: %d/%d Ready after %s; operator RSS %.0f MiB\n",
 				ready, want, time.Since(start).Round(time.Second), float64(rss)/(1<<20))
 			lastReport = time.Now()
@@ -361,7 +361,7 @@ func countReady(ns string, list client.ObjectList) (ready int, failed string, er
 func mustRSS(b *testing.B, op *operator) int64 {
 	b.Helper()
 	op.alive(b)
-	rss, err := op.rss()
+	rss, err := op.RSS()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -371,7 +371,7 @@ func mustRSS(b *testing.B, op *operator) int64 {
 func mustCPU(b *testing.B, op *operator) time.Duration {
 	b.Helper()
 	op.alive(b)
-	d, err := op.cpu()
+	d, err := op.CPU()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	time.Sleep(idle) // the idle window: a reading of what the operator does with nothing to do
 	op.alive(b)
 	cpuIdle := mustCPU(b, op) - cpuBefore - cpuReady
-	peak := op.peakRSS()
+	peak := op.PeakRSS()
 	end := time.Now()
 
 	notReady := notReadyNodes(ctx, c, time.Since(t.start))
@@ -332,7 +332,7 @@ func wait(b *testing.B, op *operator, done <-chan struct{}, limit time.Duration,
 	b.Helper()
 	select {
 	case <-done:
-	case <-op.done:
+	case <-op.Done():
 		op.alive(b)
 	case <-time.After(limit):
 		op.alive(b)
@@ -360,7 +360,7 @@ func waitDefaultServiceAccount(b *testing.B, c client.Client, ns string) {
 
 func mustCPU(b *testing.B, op *operator) time.Duration {
 	b.Helper()
-	d, err := op.cpu()
+	d, err := op.CPU()
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -3,11 +3,12 @@ package performers
 import (
 	"bufio"
 	"fmt"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/internal/bench/proc"
 )
 
 // metricsAddr is where the operator serves its metrics: a loopback port
@@ -15,12 +16,11 @@ import (
 var metricsAddr = freeLoopback()
 
 func freeLoopback() string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	addr, err := proc.FreeAddress()
 	if err != nil {
 		return "0"
 	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String()
+	return addr
 }
 
 // performerWorkers reads controller-runtime's
