@@ -81,7 +81,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	if err := c.Create(ctx, newPerformer("warmup", "w00000")); err != nil {
 		b.Fatal(err)
 	}
-	wait(b, op, warm.allReady, 3*time.Minute, "the warm-up Performer to be Ready")
+	wait(b, op, warm.allReady, 3*time.Minute, "the warm-up Performer to be Ready", warm.progress)
 	workers := performerWorkers(b)
 
 	t := newTracker(n)
@@ -97,11 +97,11 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	createAll(b, c, n)
 	created := time.Since(t.start)
 	limit := 10*time.Minute + time.Duration(n)*200*time.Millisecond
-	wait(b, op, t.allServed, limit, "every Pod and Service")
+	wait(b, op, t.allServed, limit, "every Pod and Service", t.progress)
 	served := time.Since(t.start)
-	wait(b, op, t.allPodReady, limit, "every Pod Ready")
+	wait(b, op, t.allPodReady, limit, "every Pod Ready", t.progress)
 	podsReady := time.Since(t.start)
-	wait(b, op, t.allReady, limit, "every Performer Ready")
+	wait(b, op, t.allReady, limit, "every Performer Ready", t.progress)
 	ready := time.Since(t.start)
 	b.StopTimer()
 	readyAt := time.Now()
@@ -328,7 +328,7 @@ func cmp(first, err error) error {
 }
 
 // wait blocks until done closes, failing after limit or if the operator exits.
-func wait(b *testing.B, op *operator, done <-chan struct{}, limit time.Duration, what string) {
+func wait(b *testing.B, op *operator, done <-chan struct{}, limit time.Duration, what string, progress func() string) {
 	b.Helper()
 	select {
 	case <-done:
@@ -336,7 +336,8 @@ func wait(b *testing.B, op *operator, done <-chan struct{}, limit time.Duration,
 		op.alive(b)
 	case <-time.After(limit):
 		op.alive(b)
-		b.Fatalf("no %s within %s", what, limit)
+		log := op.Log()
+		b.Fatalf("no %s within %s (%s); the operator's log ends:\n%s", what, limit, progress(), log[max(0, len(log)-4000):])
 	}
 }
 

@@ -2,6 +2,7 @@ package performers
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"time"
@@ -122,4 +123,12 @@ func follow(ctx context.Context, c client.WithWatch, list client.ObjectList, ns 
 		}
 		w.Stop()
 	}
+}
+
+// progress says how far the run got, for a wait that ran out.
+func (t *tracker) progress() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return fmt.Sprintf("of %d: Pods %d, Services %d, served %d, Pods Ready %d, Performers Ready %d",
+		t.n, len(t.pod), len(t.svc), len(t.served), len(t.podReady), len(t.perf))
 }
