@@ -50,7 +50,7 @@ var Controllers = []string{
 }
 
 // PodCIDR is where kwok hands out Pod IPs: apart from envtest's Service
-// range (10.0.0.0/24), so a Pod IP is never mistaken for a ClusterIP, and
+// range (controlplane.ServiceCIDR, 10.0.0.0/16), so a Pod IP is never mistaken for a ClusterIP, and
 // from kubevirtsim's VM addresses (10.244.0.0/16), which the sandbox runs too.
 const PodCIDR = "10.42.0.0/16"
 
