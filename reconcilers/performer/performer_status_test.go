@@ -108,8 +108,8 @@ func TestComputeStatus(t *testing.T) {
 		want    string
 		podName string
 	}{
-		{name: "invalid spec", scope: scope{invalid: &specError{reason: ReasonInvalidSpec, message: "spec.image must not carry a tag; put it in spec.version"}},
-			phase: hourglassv1alpha1.PerformerFailed, state: conditions.Stalled, reason: ReasonInvalidSpec, want: "spec.version"},
+		{name: "invalid spec", scope: scope{invalid: &specError{reason: ReasonInvalidSpec, message: "spec.hardwareRequirements.customLabels: bad key"}},
+			phase: hourglassv1alpha1.PerformerFailed, state: conditions.Stalled, reason: ReasonInvalidSpec, want: "customLabels"},
 		{name: "invalid spec while an old Pod serves", scope: scope{serving: oldReady, invalid: &specError{reason: ReasonNoTEEMapping, message: "no teeType sev in the placement table"}},
 			phase: hourglassv1alpha1.PerformerUpgrading, state: conditions.Stalled, reason: ReasonNoTEEMapping, want: "Pod old (version v-a) keeps serving", podName: "old"},
 		{name: "Pod made, cache behind", scope: scope{starting: cur},
