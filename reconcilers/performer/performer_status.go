@@ -190,8 +190,7 @@ func podProblem(pod *corev1.Pod) problem {
 				pod.Name, cs.Image, w.Reason, pod.Name)}
 		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 			return problem{reason: ReasonContainerConfig, stalled: true, message: fmt.Sprintf(
-				"Pod %s cannot start its container (%s): check that the Secrets and ConfigMaps in spec.config.env and envFrom exist (kubectl describe pod %s)",
-				pod.Name, w.Reason, pod.Name)}
+				"Pod %s cannot start its container (%s): %s (kubectl describe pod %s)", pod.Name, w.Reason, containerConfigHint(w.Message), pod.Name)}
 		case "CrashLoopBackOff":
 			exit := ""
 			if t := cs.LastTerminationState.Terminated; t != nil {

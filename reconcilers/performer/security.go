@@ -1,6 +1,8 @@
 package performer
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/ptr"
 
@@ -37,4 +39,16 @@ func containerSecurity(profile hourglassv1alpha1.PodSecurityProfile) *corev1.Sec
 		sc.Capabilities = &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}
 	}
 	return sc
+}
+
+// containerConfigHint says what to fix when the kubelet cannot start the
+// container. Its message for a root image under runAsNonRoot ("container
+// has runAsNonRoot and image will run as root") names the profile's
+// requirement, so the hint names the opt-out; anything else is most often
+// a missing Secret or ConfigMap key.
+func containerConfigHint(kubeletMessage string) string {
+	if strings.Contains(kubeletMessage, "runAsNonRoot") {
+		return "the image runs as root, which the restricted Pod Security profile forbids: use an image with a non-root user, or set spec.podSecurityProfile: Baseline"
+	}
+	return "check that the Secrets and ConfigMaps in spec.config.env, environmentFrom and envFrom exist"
 }
