@@ -56,7 +56,9 @@ func TestExecutorWrittenPerformer(t *testing.T) {
 	if missing := notKept(sent.Object["spec"], stored.Object["spec"], "spec"); len(missing) > 0 {
 		t.Errorf("the API server did not keep %v", missing)
 	}
-	if missing := notKept(sent.Object["metadata"].(map[string]any)["labels"], stored.GetLabels(), "metadata.labels"); len(missing) > 0 {
+	sentLabels, _, _ := unstructured.NestedFieldNoCopy(sent.Object, "metadata", "labels")
+	storedLabels, _, _ := unstructured.NestedFieldNoCopy(stored.Object, "metadata", "labels")
+	if missing := notKept(sentLabels, storedLabels, "metadata.labels"); len(missing) > 0 {
 		t.Errorf("the API server did not keep %v", missing)
 	}
 
