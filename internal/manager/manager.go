@@ -8,6 +8,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/client-go/kubernetes"
@@ -129,6 +130,8 @@ func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 			&corev1.Service{}:    {Label: managed},
 			&corev1.ConfigMap{}:  {Label: managed},
 			&appsv1.Deployment{}: {Label: managed},
+			// Performers' NetworkPolicies (reconcilers/performer).
+			&networkingv1.NetworkPolicy{}: {Label: managed},
 		},
 		DefaultTransform: then(cache.TransformStripManagedFields(), strings.transform),
 	}

@@ -5,6 +5,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -36,6 +37,8 @@ func TestCacheOptions(t *testing.T) {
 			kind = "ConfigMap"
 		case *appsv1.Deployment:
 			kind = "Deployment"
+		case *networkingv1.NetworkPolicy:
+			kind = "NetworkPolicy"
 		case *corev1.Secret:
 			found["Secret"] = true
 			if !by.Label.Matches(labels.Set{meta.CredentialsLabel: "true"}) || by.Label.Matches(ours) {
@@ -57,7 +60,7 @@ func TestCacheOptions(t *testing.T) {
 			t.Errorf("%s namespaces = %v, want the default (the watched namespaces)", kind, by.Namespaces)
 		}
 	}
-	for _, kind := range []string{"Pod", "Service", "ConfigMap", "Deployment", "Secret"} {
+	for _, kind := range []string{"Pod", "Service", "ConfigMap", "Deployment", "NetworkPolicy", "Secret"} {
 		if !found[kind] {
 			t.Errorf("no cache rule for %s", kind)
 		}

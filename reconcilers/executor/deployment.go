@@ -155,7 +155,7 @@ func desiredDeployment(e *hourglassv1alpha1.HourglassExecutor, hash string) *app
 		pod.NodeSelector = s.NodeSelector
 		pod.Affinity = s.Affinity.DeepCopy()
 		pod.Tolerations = s.Tolerations
-		pod.RuntimeClassName = s.RuntimeClassName
+		pod.RuntimeClassName = s.RuntimeClassFor()
 		pod.PriorityClassName = s.PriorityClassName
 	}
 	return &appsv1.Deployment{

@@ -74,9 +74,12 @@ func TestCacheHoldsOnlyOwnedPods(t *testing.T) {
 // revision is made, and the old one is not left running beside it.
 func TestPodWithoutTheLabelIsAdopted(t *testing.T) {
 	e := newEnv(t)
-	// A tagged image is refused before any Pod is made: the Performer exists
-	// (its UID is needed for the owner reference) with no Pod of ours.
-	p := e.performer("legacy", func(p *hourglassv1alpha1.Performer) { p.Spec.Image = "ghcr.io/example/avs-performer:v0" })
+	// An invalid custom label is refused before any Pod is made: the
+	// Performer exists (its UID is needed for the owner reference) with no
+	// Pod of ours.
+	p := e.performer("legacy", func(p *hourglassv1alpha1.Performer) {
+		p.Spec.HardwareRequirements = &hourglassv1alpha1.HardwareRequirements{CustomLabels: map[string]string{"bad key!": "x"}}
+	})
 	e.waitReason("legacy", performer.ReasonInvalidSpec, 20*time.Second)
 
 	e.create(&corev1.Pod{
@@ -102,7 +105,7 @@ func TestPodWithoutTheLabelIsAdopted(t *testing.T) {
 
 	// What a restart of the operator forgets; the spec fix starts the roll.
 	performer.ForgetAdoptions(reconciler)
-	e.update("legacy", func(p *hourglassv1alpha1.Performer) { p.Spec.Image = "ghcr.io/example/avs-performer"; hold(p) })
+	e.update("legacy", func(p *hourglassv1alpha1.Performer) { p.Spec.HardwareRequirements = nil; hold(p) })
 
 	fresh := e.waitPod("legacy", 30*time.Second, func(p corev1.Pod) bool { return p.Labels[performer.LabelTemplateHash] != "" })
 	legacy := &corev1.Pod{}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -63,6 +64,7 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=pods,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 var registerMetrics sync.Once
@@ -101,6 +103,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Every Pod change matters: its phase and readiness drive the roll.
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
+		Owns(&networkingv1.NetworkPolicy{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -130,6 +133,8 @@ type scope struct {
 	keep map[*corev1.Pod]bool
 	// serviceReady: the Service exists and is ours.
 	serviceReady bool
+	// upgraded: the Service moved to the new revision in this reconcile.
+	upgraded bool
 
 	// What stopped the roll short, at most one of these:
 	// invalid: the spec (or the placement table) cannot make a Pod;
@@ -138,7 +143,8 @@ type scope struct {
 	starting *corev1.Pod
 	// rejected: the API server refused the Pod;
 	rejected error
-	// serviceConflict: the Service's name is taken by someone else's.
+	// serviceConflict: the name of the Service or the NetworkPolicy is
+	// taken by someone else's.
 	serviceConflict *specError
 	// adopting: Pods of this Performer the cache does not show yet (just
 	// labelled by adoptLegacy, or just made); the roll waits for them.
@@ -153,7 +159,7 @@ type scope struct {
 // stuck, make the desired revision's Pod, point the Service at the Ready
 // one, and only then remove what no longer serves.
 func (r *Reconciler) phases() []skeleton.Phase[*scope] {
-	return []skeleton.Phase[*scope]{r.adoptLegacy, r.observePods, r.replaceBroken, r.createPod, r.routeService, r.removeOld}
+	return []skeleton.Phase[*scope]{r.adoptLegacy, r.observePods, r.replaceBroken, r.createPod, r.isolate, r.routeService, r.removeOld}
 }
 
 // Reconcile drives one Performer.

@@ -91,8 +91,9 @@ func (r *Reconciler) routeService(ctx context.Context, s *scope) (skeleton.Resul
 	}
 	s.serviceReady = true
 	if previousHash != "" && previousHash != s.hash && serving == s.current {
+		s.upgraded = true
 		r.Recorder.Eventf(p, s.current, corev1.EventTypeNormal, EventUpgraded, "Upgrade",
-			"Version %s is Ready in Pod %s and the Service now routes to it", p.Spec.Version, s.current.Name)
+			"Version %s is Ready in Pod %s and the Service now routes to it", Version(p), s.current.Name)
 	}
 	return skeleton.Continue(), nil
 }

@@ -69,6 +69,7 @@ func computeStatus(s *scope, err error) conditions.Summary {
 	}
 	phase, summary := rollSummary(s)
 	st.Phase = phase
+	readiness(s)
 	shown := s.serving
 	if shown == nil {
 		shown = s.current
@@ -135,7 +136,7 @@ func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary)
 	p, cur := s.perf, s.current
 	if s.serving != nil && s.serving == cur {
 		return hourglassv1alpha1.PerformerRunning, conditions.Summary{State: conditions.Ready, Reason: ReasonServing,
-			Message: fmt.Sprintf("version %s serves at %s", p.Spec.Version, Endpoint(p, s.clusterDomain))}
+			Message: fmt.Sprintf("version %s serves at %s", Version(p), Endpoint(p, s.clusterDomain))}
 	}
 	problem := podProblem(cur)
 	if cur != nil && !problem.stalled && cur.Spec.NodeName == "" && pendingFor(cur, s.now) >= s.pendingTimeout {
@@ -145,10 +146,10 @@ func podSummary(s *scope) (hourglassv1alpha1.PerformerPhase, conditions.Summary)
 		from := s.serving.Annotations[AnnotationVersion]
 		if problem.stalled {
 			return hourglassv1alpha1.PerformerUpgrading, stalled(problem.reason, fmt.Sprintf(
-				"the upgrade to version %s is stuck: %s; version %s keeps serving from Pod %s", p.Spec.Version, problem.message, from, s.serving.Name))
+				"the upgrade to version %s is stuck: %s; version %s keeps serving from Pod %s", Version(p), problem.message, from, s.serving.Name))
 		}
 		return hourglassv1alpha1.PerformerUpgrading, conditions.Summary{State: conditions.Progressing, Reason: ReasonUpgrading, Message: fmt.Sprintf(
-			"upgrading from version %s to %s: %s; version %s keeps serving until the new Pod is Ready", from, p.Spec.Version, problem.message, from)}
+			"upgrading from version %s to %s: %s; version %s keeps serving until the new Pod is Ready", from, Version(p), problem.message, from)}
 	}
 	switch {
 	case problem.stalled:
@@ -189,8 +190,7 @@ func podProblem(pod *corev1.Pod) problem {
 				pod.Name, cs.Image, w.Reason, pod.Name)}
 		case "CreateContainerConfigError", "CreateContainerError", "RunContainerError":
 			return problem{reason: ReasonContainerConfig, stalled: true, message: fmt.Sprintf(
-				"Pod %s cannot start its container (%s): check that the Secrets and ConfigMaps in spec.config.env and envFrom exist (kubectl describe pod %s)",
-				pod.Name, w.Reason, pod.Name)}
+				"Pod %s cannot start its container (%s): %s (kubectl describe pod %s)", pod.Name, w.Reason, containerConfigHint(w.Message), pod.Name)}
 		case "CrashLoopBackOff":
 			exit := ""
 			if t := cs.LastTerminationState.Terminated; t != nil {
@@ -277,7 +277,7 @@ func describePlacement(pod *corev1.Pod) string {
 func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.Performer) {
 	switch {
 	case after.Status.Phase == hourglassv1alpha1.PerformerRunning && before.Status.Phase == hourglassv1alpha1.PerformerFailed:
-		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Running", "Reconcile", "Version %s is Ready at %s", after.Spec.Version, after.Status.GRPCEndpoint)
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Running", "Reconcile", "Version %s is Ready at %s", Version(after), after.Status.GRPCEndpoint)
 	case apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition):
 		skeleton.ReasonEvent(r.Recorder, before, after, "Reconcile", true)
 	}

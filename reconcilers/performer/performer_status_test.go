@@ -64,6 +64,10 @@ func TestComputeStatusFromPods(t *testing.T) {
 			"the upgrade to version v1.0.0 is stuck: Pod cur has waited for a node for longer than 5m0s"},
 		{"bound, Pending past the bound since made", boundLate, nil, hourglassv1alpha1.PerformerPending, conditions.Progressing, ReasonPodStarting, "Pod cur is starting"},
 		{"image", waiting("ImagePullBackOff", "Back-off pulling image"), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonImagePullFailed, "check spec.image, spec.version"},
+		{"missing key", waiting("CreateContainerConfigError", `secret "avs-secrets" not found`), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonContainerConfig,
+			"check that the Secrets and ConfigMaps in spec.config.env, environmentFrom and envFrom exist"},
+		{"root image under the restricted profile", waiting("CreateContainerConfigError", "container has runAsNonRoot and image will run as root (pod: \"x\", container: performer)"), nil,
+			hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonContainerConfig, "or set spec.podSecurityProfile: Baseline"},
 		{"crash", waiting("CrashLoopBackOff", "back-off 40s restarting"), nil, hourglassv1alpha1.PerformerFailed, conditions.Stalled, ReasonCrashLoop, "exit code 2"},
 		{"upgrading", testPod("cur", "b", running, time.Now()), testPod("old", "a", ready, time.Now()), hourglassv1alpha1.PerformerUpgrading,
 			conditions.Progressing, ReasonUpgrading, "version v-a keeps serving"},
@@ -108,8 +112,8 @@ func TestComputeStatus(t *testing.T) {
 		want    string
 		podName string
 	}{
-		{name: "invalid spec", scope: scope{invalid: &specError{reason: ReasonInvalidSpec, message: "spec.image must not carry a tag; put it in spec.version"}},
-			phase: hourglassv1alpha1.PerformerFailed, state: conditions.Stalled, reason: ReasonInvalidSpec, want: "spec.version"},
+		{name: "invalid spec", scope: scope{invalid: &specError{reason: ReasonInvalidSpec, message: "spec.hardwareRequirements.customLabels: bad key"}},
+			phase: hourglassv1alpha1.PerformerFailed, state: conditions.Stalled, reason: ReasonInvalidSpec, want: "customLabels"},
 		{name: "invalid spec while an old Pod serves", scope: scope{serving: oldReady, invalid: &specError{reason: ReasonNoTEEMapping, message: "no teeType sev in the placement table"}},
 			phase: hourglassv1alpha1.PerformerUpgrading, state: conditions.Stalled, reason: ReasonNoTEEMapping, want: "Pod old (version v-a) keeps serving", podName: "old"},
 		{name: "Pod made, cache behind", scope: scope{starting: cur},

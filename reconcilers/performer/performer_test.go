@@ -435,14 +435,16 @@ func TestGPUAndTEEPlacement(t *testing.T) {
 // again once fixed; a Service of the same name that is not ours is refused.
 func TestBadInput(t *testing.T) {
 	e := newEnv(t)
-	e.performer("tagged", func(p *hourglassv1alpha1.Performer) { p.Spec.Image = "ghcr.io/example/avs-performer:v1" })
-	bad := e.waitReason("tagged", performer.ReasonInvalidSpec, 10*time.Second)
+	e.performer("badlabel", func(p *hourglassv1alpha1.Performer) {
+		p.Spec.HardwareRequirements = &hourglassv1alpha1.HardwareRequirements{CustomLabels: map[string]string{"bad key!": "x"}}
+	})
+	bad := e.waitReason("badlabel", performer.ReasonInvalidSpec, 10*time.Second)
 	checkKstatus(t, bad)
-	if msg := findCondition(bad, meta.ReadyCondition).Message; !strings.Contains(msg, "spec.version") || bad.Status.Phase != hourglassv1alpha1.PerformerFailed {
-		t.Errorf("tagged: %s", describe(bad))
+	if msg := findCondition(bad, meta.ReadyCondition).Message; !strings.Contains(msg, "customLabels") || bad.Status.Phase != hourglassv1alpha1.PerformerFailed {
+		t.Errorf("badlabel: %s", describe(bad))
 	}
-	e.update("tagged", func(p *hourglassv1alpha1.Performer) { p.Spec.Image = "ghcr.io/example/avs-performer" })
-	e.waitPod("tagged", 20*time.Second, anyPod)
+	e.update("badlabel", func(p *hourglassv1alpha1.Performer) { p.Spec.HardwareRequirements = nil })
+	e.waitPod("badlabel", 20*time.Second, anyPod)
 
 	// Names that would not make a valid Service name are refused outright.
 	for _, name := range []string{strings.Repeat("a", 54), "dotted.name"} {

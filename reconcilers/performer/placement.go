@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
@@ -262,9 +263,8 @@ func (p Placement) resolve(perf *hourglassv1alpha1.Performer) (podPlacement, err
 		}
 		out.affinity = s.Affinity.DeepCopy()
 		out.tolerations = append(out.tolerations, s.Tolerations...)
-		if s.RuntimeClassName != nil && *s.RuntimeClassName != "" {
-			rc := *s.RuntimeClassName
-			out.runtimeClassName = &rc
+		if rc := s.RuntimeClassFor(); rc != nil {
+			out.runtimeClassName = ptr.To(*rc)
 		}
 		out.priorityClassName = s.PriorityClassName
 	}

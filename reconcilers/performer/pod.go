@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strconv"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -37,31 +36,11 @@ func (t probeTiming) grpc(port int32) *corev1.Probe {
 	}
 }
 
-// imageRef joins spec.image and spec.version, refusing an image that already
-// carries a tag or digest (image:tag:version would be rejected by the kubelet
-// long after the Pod was made, as an unhelpful InvalidImageName).
-func imageRef(p *hourglassv1alpha1.Performer) (string, error) {
-	img := p.Spec.Image
-	if i := strings.Index(img, "@"); i >= 0 {
-		return "", &specError{reason: ReasonInvalidSpec, message: fmt.Sprintf(
-			"spec.image %q carries a digest; give the repository only (%s) and the tag in spec.version", img, img[:i])}
-	}
-	if last := img[strings.LastIndex(img, "/")+1:]; strings.Contains(last, ":") {
-		repo := img[:len(img)-len(last)+strings.Index(last, ":")]
-		return "", &specError{reason: ReasonInvalidSpec, message: fmt.Sprintf(
-			"spec.image %q carries a tag; give the repository only (%s) and the tag in spec.version", img, repo)}
-	}
-	return img + ":" + p.Spec.Version, nil
-}
-
 // desiredPod is the Pod a Performer should run now, and the hash of its spec
 // that names its revision. It is a pure function of the Performer and the
 // placement table, so the same spec always gives the same hash.
 func desiredPod(p *hourglassv1alpha1.Performer, table Placement) (*corev1.Pod, string, error) {
-	image, err := imageRef(p)
-	if err != nil {
-		return nil, "", err
-	}
+	image := imageRef(p)
 	pp, err := table.resolve(p)
 	if err != nil {
 		return nil, "", err
@@ -73,36 +52,34 @@ func desiredPod(p *hourglassv1alpha1.Performer, table Placement) (*corev1.Pod, s
 	port := GRPCPort(p)
 	cfg := p.Spec.Config.DeepCopy()
 	container := corev1.Container{
-		Name:           containerName,
-		Image:          image,
-		Command:        cfg.Command,
-		Args:           cfg.Args,
-		Env:            cfg.Env,
-		EnvFrom:        cfg.EnvFrom,
-		Ports:          []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
-		Resources:      *resources,
-		StartupProbe:   startupProbe.grpc(port),
-		LivenessProbe:  livenessProbe.grpc(port),
-		ReadinessProbe: readinessProbe.grpc(port),
-		SecurityContext: &corev1.SecurityContext{
-			AllowPrivilegeEscalation: ptr.To(false),
-		},
+		Name:            containerName,
+		Image:           image,
+		ImagePullPolicy: p.Spec.ImagePullPolicy,
+		Command:         cfg.Command,
+		Args:            cfg.Args,
+		Env:             containerEnv(cfg),
+		EnvFrom:         cfg.EnvFrom,
+		Ports:           []corev1.ContainerPort{{Name: portName, ContainerPort: port, Protocol: corev1.ProtocolTCP}},
+		Resources:       *resources,
+		StartupProbe:    startupProbe.grpc(port),
+		LivenessProbe:   livenessProbe.grpc(port),
+		ReadinessProbe:  readinessProbe.grpc(port),
+		SecurityContext: containerSecurity(p.Spec.PodSecurityProfile),
 	}
+	account := serviceAccountName(p)
 	spec := corev1.PodSpec{
 		Containers:         []corev1.Container{container},
 		RestartPolicy:      corev1.RestartPolicyAlways,
-		ServiceAccountName: p.Spec.ServiceAccountName,
+		ServiceAccountName: account,
 		ImagePullSecrets:   append([]corev1.LocalObjectReference(nil), p.Spec.ImagePullSecrets...),
 		NodeSelector:       pp.nodeSelector,
 		Affinity:           pp.affinity,
 		Tolerations:        pp.tolerations,
 		RuntimeClassName:   pp.runtimeClassName,
 		PriorityClassName:  pp.priorityClassName,
-		SecurityContext: &corev1.PodSecurityContext{
-			SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		SecurityContext:    podSecurity(p.Spec.PodSecurityProfile),
 	}
-	if p.Spec.ServiceAccountName == "" {
+	if account == "" {
 		// A performer serves gRPC and has no business with the Kubernetes
 		// API; one that names a service account gets its token.
 		spec.AutomountServiceAccountToken = ptr.To(false)
@@ -120,7 +97,7 @@ func desiredPod(p *hourglassv1alpha1.Performer, table Placement) (*corev1.Pod, s
 			GenerateName: fmt.Sprintf("%s-%s-", ServiceName(p.Name), hash),
 			Namespace:    p.Namespace,
 			Labels:       labels,
-			Annotations:  map[string]string{AnnotationVersion: p.Spec.Version},
+			Annotations:  map[string]string{AnnotationVersion: Version(p)},
 		},
 		Spec: spec,
 	}

@@ -122,9 +122,9 @@ func performerMetric(t *testing.T, name string) float64 {
 	return sum
 }
 
-// A Performer costs four writes from nothing to Ready: its Pod, its
-// Service and its status once both exist (one pass), then its status once
-// Ready. The steps between (the Pod bound, waiting for its kubelet) and a
+// A Performer costs five writes from nothing to Ready: its Pod, its
+// NetworkPolicy, its Service and its status once they exist (one pass),
+// then its status once Ready. The steps between (the Pod bound, waiting for its kubelet) and a
 // reconcile with nothing new write nothing, and neither does a first start
 // as an event.
 func TestWritesPerPerformer(t *testing.T) {
@@ -132,7 +132,7 @@ func TestWritesPerPerformer(t *testing.T) {
 	e.performer("counted", hold)
 	pod := e.waitPod("counted", 20*time.Second, func(p corev1.Pod) bool { return p.Spec.NodeName != "" })
 	e.settle(pod.Name)
-	served := []string{"POST pods", "PATCH services/performer-counted", "PATCH performers/counted/status"}
+	served := []string{"POST pods", "PATCH networkpolicies/performer-counted", "PATCH services/performer-counted", "PATCH performers/counted/status"}
 	if got := writes.in(e.ns); !sameWrites(got, served) {
 		t.Errorf("writes until served (the Pod bound, not started) = %q, want %q", got, served)
 	}

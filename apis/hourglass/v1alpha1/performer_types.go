@@ -23,7 +23,14 @@ const (
 // +kubebuilder:validation:Enum=sgx;sev;tdx
 type TEEType string
 
-// PerformerConfig is the performer container's runtime configuration.
+// PerformerConfig is the performer container's runtime configuration. It
+// takes the variables in either shape: env (core EnvVars) or the original
+// Hourglass operator's environment map and environmentFrom list, as the
+// executor writes them. A variable set in two of them is refused, so no
+// shape silently overrides another.
+// +kubebuilder:validation:XValidation:rule="!has(self.env) || !has(self.environment) || self.env.all(e, !(e.name in self.environment))",message="spec.config.env and spec.config.environment set the same variable: set each variable in one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.environmentFrom) || !has(self.environment) || self.environmentFrom.all(e, !(e.name in self.environment))",message="spec.config.environmentFrom and spec.config.environment set the same variable: set each variable in one of them"
+// +kubebuilder:validation:XValidation:rule="!has(self.environmentFrom) || !has(self.env) || self.environmentFrom.all(f, !self.env.exists(e, e.name == f.name))",message="spec.config.environmentFrom and spec.config.env set the same variable: set each variable in one of them"
 type PerformerConfig struct {
 	// GRPCPort the performer serves on; probes and the Service use it.
 	// +kubebuilder:validation:Minimum=1
@@ -31,11 +38,33 @@ type PerformerConfig struct {
 	// +kubebuilder:default=8080
 	// +optional
 	GRPCPort int32 `json:"grpcPort,omitempty"`
-	// Env of the container.
+	// Env of the container, after the variables of environment and
+	// environmentFrom (so env may refer to them as $(NAME)).
 	// +listType=map
 	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
 	// +optional
 	Env []corev1.EnvVar `json:"env,omitempty"`
+	// Environment is the original Hourglass operator's form of plain
+	// variables, name to value, as the executor writes them. The container
+	// gets them sorted by name.
+	// +kubebuilder:validation:MaxProperties=256
+	// +optional
+	Environment map[string]string `json:"environment,omitempty"`
+	// EnvironmentFrom is the original Hourglass operator's form of variables
+	// read from a key of a Secret or ConfigMap, as the executor writes them.
+	// Unlike envFrom, each entry names one variable and one key.
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=256
+	// +optional
+	EnvironmentFrom []EnvironmentFromSource `json:"environmentFrom,omitempty"`
+	// ServiceAccountName is the original Hourglass operator's place for the
+	// Pod's service account; the same as spec.serviceAccountName, and the
+	// API server refuses the two naming different accounts.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ServiceAccountName string `json:"serviceAccountName,omitempty"`
 	// EnvFrom of the container.
 	// +listType=atomic
 	// +optional
@@ -49,6 +78,57 @@ type PerformerConfig struct {
 	// +optional
 	Command []string `json:"command,omitempty"`
 }
+
+// EnvironmentFromSource is one variable of spec.config.environmentFrom.
+type EnvironmentFromSource struct {
+	// Name of the environment variable.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=256
+	// +required
+	Name string `json:"name"`
+	// ValueFrom names the Secret or ConfigMap key holding the value.
+	// +required
+	ValueFrom EnvironmentValueFrom `json:"valueFrom"`
+}
+
+// EnvironmentValueFrom is the key a variable's value is read from: exactly
+// one of secretKeyRef and configMapKeyRef.
+// +kubebuilder:validation:XValidation:rule="has(self.secretKeyRef) != has(self.configMapKeyRef)",message="spec.config.environmentFrom[].valueFrom needs exactly one of secretKeyRef and configMapKeyRef"
+type EnvironmentValueFrom struct {
+	// SecretKeyRef selects a key of a Secret in the Performer's namespace.
+	// +optional
+	SecretKeyRef *KeySelector `json:"secretKeyRef,omitempty"`
+	// ConfigMapKeyRef selects a key of a ConfigMap in the Performer's namespace.
+	// +optional
+	ConfigMapKeyRef *KeySelector `json:"configMapKeyRef,omitempty"`
+}
+
+// KeySelector names a key of a Secret or ConfigMap.
+type KeySelector struct {
+	// Name of the Secret or ConfigMap.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// Key within it.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// PodSecurityProfile is the Pod Security Standard the performer Pod meets.
+// +kubebuilder:validation:Enum=Restricted;Baseline
+type PodSecurityProfile string
+
+const (
+	// PodSecurityRestricted: non-root, every capability dropped, seccomp
+	// RuntimeDefault, no privilege escalation.
+	PodSecurityRestricted PodSecurityProfile = "Restricted"
+	// PodSecurityBaseline: seccomp RuntimeDefault and no privilege
+	// escalation, for images that must run as root or need capabilities.
+	PodSecurityBaseline PodSecurityProfile = "Baseline"
+)
 
 // HardwareRequirements become real placement: GPU limits, TEE nodes.
 // +kubebuilder:validation:XValidation:rule="!has(self.gpuType) || (has(self.gpuCount) && self.gpuCount > 0)",message="spec.hardwareRequirements.gpuCount must be at least 1 when gpuType is set"
@@ -77,23 +157,36 @@ type HardwareRequirements struct {
 	CustomLabels map[string]string `json:"customLabels,omitempty"`
 }
 
-// PerformerSpec runs one AVS performer.
+// PerformerSpec runs one AVS performer. It accepts the original Hourglass
+// operator's fields beside HyperFleet's (docs/hourglass.md maps each).
+// +kubebuilder:validation:XValidation:rule="has(self.version) || self.image.contains('@') || self.image.matches(':[^/]+$')",message="spec.version is required when spec.image has no tag or digest: it becomes the image's tag"
+// +kubebuilder:validation:XValidation:rule="!has(self.serviceAccountName) || !has(self.config) || !has(self.config.serviceAccountName) || self.serviceAccountName == self.config.serviceAccountName",message="spec.serviceAccountName and spec.config.serviceAccountName name different service accounts: set one of them"
 type PerformerSpec struct {
 	// AVSAddress is the AVS contract the performer serves.
 	// +kubebuilder:validation:Pattern=`^0x[0-9a-fA-F]{40}$`
 	// +required
 	AVSAddress string `json:"avsAddress"`
-	// Image of the performer, without tag; version is the tag.
+	// Image of the performer. With a tag or digest (repo:tag, repo@sha256:…,
+	// as the executor writes it) it is used as given; without, version is
+	// its tag.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=1024
 	// +required
 	Image string `json:"image"`
-	// Version is the image tag; changing it rolls to a new Pod without a gap.
+	// ImagePullPolicy of the performer container; unset, Kubernetes'
+	// default (Always for :latest, else IfNotPresent).
+	// +kubebuilder:validation:Enum=Always;Never;IfNotPresent
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+	// Version of the performer: the image's tag when spec.image has none,
+	// else a record of the version for upgrades (status.currentVersion).
+	// Changing it, or the image, rolls to a new Pod without a gap.
+	// Required when spec.image has no tag or digest.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=128
 	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9_][A-Za-z0-9_.-]*$`
-	// +required
-	Version string `json:"version"`
+	// +optional
+	Version string `json:"version,omitempty"`
 	// Config of the performer container.
 	// +optional
 	Config PerformerConfig `json:"config,omitempty"`
@@ -114,6 +207,12 @@ type PerformerSpec struct {
 	// +listType=atomic
 	// +optional
 	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+	// PodSecurityProfile the performer Pod meets: Restricted (the default:
+	// runs as non-root, drops every capability) or Baseline, for an image
+	// that must run as root or needs a capability. Both keep seccomp
+	// RuntimeDefault and forbid privilege escalation.
+	// +optional
+	PodSecurityProfile PodSecurityProfile `json:"podSecurityProfile,omitempty"`
 }
 
 // PerformerStatus reports the performer Pod and its Service.
@@ -147,6 +246,16 @@ type PerformerStatus struct {
 	// NodeName the serving Pod runs on.
 	// +optional
 	NodeName string `json:"nodeName,omitempty"`
+	// Ready is true while a Ready Pod serves behind the Service: the
+	// original Hourglass operator's field, which the executor waits for.
+	// +optional
+	Ready bool `json:"ready,omitempty"`
+	// ReadyTime is when ready last turned true.
+	// +optional
+	ReadyTime *metav1.Time `json:"readyTime,omitempty"`
+	// LastUpgrade is when the Service last moved to a new revision's Pod.
+	// +optional
+	LastUpgrade *metav1.Time `json:"lastUpgrade,omitempty"`
 }
 
 // Performer runs one EigenLayer AVS performer as a Pod with a stable Service,
