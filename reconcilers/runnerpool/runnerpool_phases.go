@@ -67,6 +67,8 @@ type scope struct {
 	cleanupErr error
 	// cleanupLeft counts machines and registrations the cleanup saw left.
 	cleanupLeft int
+	// leftClaims names the claims still there past the deadline.
+	leftClaims []string
 	// pastDeadline: the deleted pool's FinalizationTimeout has passed.
 	pastDeadline bool
 	// released: the finalizer is off (or was never ours); the pool may be
@@ -229,6 +231,9 @@ func (r *Reconciler) deleteMachines(ctx context.Context, s *scope) (skeleton.Res
 	}
 	s.cleanupLeft = len(claims)
 	if s.pastDeadline {
+		for i := range claims {
+			s.leftClaims = append(s.leftClaims, claims[i].Name)
+		}
 		return skeleton.Continue(), nil
 	}
 	var errs []error
@@ -273,10 +278,7 @@ func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, er
 		if !s.pastDeadline {
 			return skeleton.StopAndRequeue(2 * time.Second), nil
 		}
-		if s.cleanupLeft > 0 || s.cleanupErr != nil {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
-				"Released after %s with %d machines or registrations possibly left: %v", r.FinalizationTimeout, s.cleanupLeft, s.cleanupErr)
-		}
+		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete", "%s", leftBehind(r.FinalizationTimeout, pool, s))
 	}
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
