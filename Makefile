@@ -67,15 +67,21 @@ help: ## This help.
 
 ##@ Benchmark
 .PHONY: bench
-bench: controlplane bench-memory ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes); then bench-memory and bench-performers (idle window 30s).
+bench: controlplane bench-memory ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes); then bench-memory, bench-performers (idle window 30s) and bench-runners.
 	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/bench/
 	$(MAKE) bench-performers PERF_IDLE=30s
+	$(MAKE) bench-runners
 
 PERF_N ?= 200
 PERF_IDLE ?= 2m
 .PHONY: bench-performers
 bench-performers: controlplane ## Issue 15's Performer figures: PERF_N Performers (200) at once against `hyperfleet run` on a whole test cluster; time to served and Ready, writes per performer from the API server's audit log, writes in PERF_IDLE (2m) idle, peak RSS, CPU.
 	PERF_N=$(PERF_N) PERF_IDLE=$(PERF_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench Performers -benchtime 1x -timeout 30m -v ./internal/bench/performers/
+
+RUNNERS_N ?= 500
+.PHONY: bench-runners
+bench-runners: controlplane ## Issue 13's runner latency: RUNNERS_N (500) queued deliveries at once to the real manager; delivery → provider Create call, → runner registered, → job taken (p50/p99), with maxReplicas fitting the burst and a fifth of it.
+	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench RunnerLatency -benchtime 1x -timeout 30m -v ./internal/bench/runners/
 
 .PHONY: bench-memory
 bench-memory: controlplane ## The manager's RSS with 10,000 MachineClaims beside 10,000 unrelated Pods and ConfigMaps (MEMORY_CLAIMS, MEMORY_NOISE to change).
