@@ -67,10 +67,11 @@ help: ## This help.
 
 ##@ Benchmark
 .PHONY: bench
-bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s). One at a time, loopback only.
+bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries. One at a time, loopback only.
 	$(MAKE) bench-claims BENCH_CLAIMS='/claims=100$$$$'
 	$(MAKE) bench-memory MEMORY_CLAIMS=2000 MEMORY_NOISE=2000
 	$(MAKE) bench-performers PERF_N=200 PERF_IDLE=30s
+	$(MAKE) bench-runners
 
 .PHONY: bench-full
 bench-full: controlplane ## The large sizes (an hour or more): claims→Ready for 100 and 1000 claims, memory at 10,000 claims beside 10,000 other objects, 1,000 Performers with a 2-minute idle window.
@@ -88,6 +89,11 @@ PERF_IDLE ?= 2m
 .PHONY: bench-performers
 bench-performers: controlplane ## Issue 15's Performer figures: PERF_N Performers (200) at once against `hyperfleet run` on a whole test cluster; time to served and Ready, writes per performer from the API server's audit log, writes in PERF_IDLE (2m) idle, peak RSS, CPU.
 	PERF_N=$(PERF_N) PERF_IDLE=$(PERF_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench Performers -benchtime 1x -timeout 30m -v ./internal/bench/performers/
+
+RUNNERS_N ?= 500
+.PHONY: bench-runners
+bench-runners: controlplane ## Issue 13's runner latency: RUNNERS_N (500) queued deliveries at once to the real manager; delivery → provider Create call, → runner registered, → job taken (p50/p99), with maxReplicas fitting the burst and a fifth of it.
+	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench RunnerLatency -benchtime 1x -timeout 30m -v ./internal/bench/runners/
 
 .PHONY: bench-memory
 bench-memory: controlplane ## The manager's RSS with 10,000 MachineClaims beside 10,000 unrelated Pods and ConfigMaps (MEMORY_CLAIMS, MEMORY_NOISE to change).

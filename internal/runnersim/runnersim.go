@@ -45,8 +45,10 @@ type Agents struct {
 	Interval time.Duration
 	Log      logr.Logger
 
-	mu      sync.Mutex
-	started map[string]bool
+	mu sync.Mutex
+	// started holds the machines whose agent started, by claim UID: the
+	// runner's name, or "" once the machine is gone.
+	started map[string]string
 	errs    []error
 }
 
@@ -55,7 +57,7 @@ func (a *Agents) Start(ctx context.Context) {
 	if a.Interval == 0 {
 		a.Interval = 200 * time.Millisecond
 	}
-	a.started = map[string]bool{}
+	a.started = map[string]string{}
 	go func() {
 		t := time.NewTicker(a.Interval)
 		defer t.Stop()
@@ -93,18 +95,61 @@ func (a *Agents) scan(ctx context.Context) {
 	if err := a.Client.List(ctx, &claims, opts...); err != nil {
 		return
 	}
+	listed := map[string]bool{}
 	for i := range claims.Items {
 		c := claims.Items[i]
 		key := string(c.UID)
-		if c.Status.Phase != hypervisorv1alpha1.MachineReady || c.DeletionTimestamp != nil {
+		listed[key] = true
+		if c.DeletionTimestamp != nil {
+			a.machineGone(key)
+			continue
+		}
+		if c.Status.Phase != hypervisorv1alpha1.MachineReady {
 			continue
 		}
 		a.mu.Lock()
-		seen := a.started[key]
-		a.started[key] = true
+		_, seen := a.started[key]
+		if !seen {
+			a.started[key] = c.Name
+		}
 		a.mu.Unlock()
 		if !seen {
 			go a.run(ctx, &c)
+		}
+	}
+	a.mu.Lock()
+	var vanished []string
+	for key := range a.started {
+		if !listed[key] {
+			vanished = append(vanished, key)
+		}
+	}
+	a.mu.Unlock()
+	for _, key := range vanished {
+		a.machineGone(key)
+	}
+}
+
+// machineGone stops the runner of a machine being deleted, as deleting a
+// VM kills the runner inside: a job it was running fails. A runner the
+// pool deregistered first is gone already, and nothing happens.
+func (a *Agents) machineGone(key string) {
+	a.mu.Lock()
+	name, ok := a.started[key]
+	if ok && name == "" {
+		a.mu.Unlock()
+		return
+	}
+	a.started[key] = ""
+	a.mu.Unlock()
+	if !ok {
+		return
+	}
+	for _, r := range a.GitHub.Runners() {
+		if r.Name == name && r.Running {
+			if err := a.GitHub.StopRunner(r.ID); err != nil {
+				a.Log.V(1).Info("Stopping the runner of a deleted machine failed", "runner", name, "error", err.Error())
+			}
 		}
 	}
 }

@@ -2,10 +2,13 @@ package runnerpool
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -39,4 +42,31 @@ func (r *Reconciler) deletionDeadline(ctx context.Context, s *scope) time.Time {
 	}
 	s.patch.Rebase()
 	return s.now.Add(r.FinalizationTimeout)
+}
+
+// maxNamedClaims bounds the claims a deadline event names: an event's note
+// holds at most 1 KiB.
+const maxNamedClaims = 8
+
+// leftBehind says what a pool released at its deadline may have left, and
+// where each goes or what a person must do: the claims it still saw (their
+// own finalizers delete their machines, or the orphan sweeper does), and
+// the registrations, which it no longer lists past the deadline, by the
+// label GitHub shows them with.
+func leftBehind(timeout time.Duration, pool *hypervisorv1alpha1.RunnerPool, s *scope) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Released after %s without finishing its cleanup. ", timeout)
+	switch n := len(s.leftClaims); {
+	case n == 0 && s.cleanupErr != nil:
+		fmt.Fprintf(&b, "Its MachineClaims could not be checked (%v); ", s.cleanupErr)
+	case n > 0:
+		named := s.leftClaims[:min(n, maxNamedClaims)]
+		more := ""
+		if n > len(named) {
+			more = fmt.Sprintf(" and %d more", n-len(named))
+		}
+		fmt.Fprintf(&b, "MachineClaims left: %s%s (their finalizers, or the orphan sweeper, delete their machines); ", strings.Join(named, ", "), more)
+	}
+	fmt.Fprintf(&b, "remove any runner still registered on GitHub with the label %s (Settings → Actions → Runners).", poolRunnerLabel(pool))
+	return b.String()
 }

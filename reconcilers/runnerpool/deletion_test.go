@@ -47,13 +47,16 @@ func TestPoolReleasedAtDeadlineWhenClaimsCannotBeDeleted(t *testing.T) {
 	if err := l.c.List(rootCtx, &list, client.InNamespace(l.ns)); err != nil {
 		t.Fatal(err)
 	}
+	// The Warning names what was left: the claim, and the label of the
+	// registrations a person may have to remove on GitHub.
 	warned := false
 	for _, e := range list.Items {
 		warned = warned || (e.Regarding.Kind == "RunnerPool" && e.Regarding.Name == "pinned" &&
-			e.Type == corev1.EventTypeWarning && e.Reason == "FinalizerDeadlineExceeded")
+			e.Type == corev1.EventTypeWarning && e.Reason == "FinalizerDeadlineExceeded" &&
+			strings.Contains(e.Note, claim.Name) && strings.Contains(e.Note, runnerpool.PoolRunnerLabel(pool)))
 	}
 	if !warned {
-		t.Errorf("no FinalizerDeadlineExceeded Warning: %v", l.events("pinned"))
+		t.Errorf("no FinalizerDeadlineExceeded Warning naming claim %s and label %s: %v", claim.Name, runnerpool.PoolRunnerLabel(pool), l.events("pinned"))
 	}
 	// The claim the API server kept is still there, as the event said.
 	if err := l.c.Get(rootCtx, client.ObjectKeyFromObject(&claim), &hypervisorv1alpha1.MachineClaim{}); err != nil {

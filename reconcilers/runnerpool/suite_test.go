@@ -186,6 +186,11 @@ func (l *lab) pool(name string, mutate ...func(*hypervisorv1alpha1.RunnerPool)) 
 	}
 	l.create(p)
 	poolLabels.Store(name, runnerpool.PoolRunnerLabel(p))
+	// A pool outlives its test (the test's namespace is never emptied
+	// here), and a later test's job with the same labels could go to it
+	// rather than to the later test's pool of the same name: the webhook
+	// matches pools in any namespace. Deleting it takes it out of matching.
+	l.t.Cleanup(func() { _ = l.c.Delete(rootCtx, p) })
 	return p
 }
 

@@ -37,7 +37,8 @@
 //
 // Faults (InjectFault) reproduce what a client must survive: error statuses,
 // 429 and 403 with Retry-After, secondary rate limits with or without
-// Retry-After, slow and hung answers. Runners, Jobs, Deliveries, Stats and
+// Retry-After, slow and hung answers, and a runner taking a job between a
+// client's look at it and its next call (FaultStartJob). Runners, Jobs, Deliveries, Stats and
 // Requests let a test check what happened, e.g. that no runner is left
 // registered.
 //

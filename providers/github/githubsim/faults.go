@@ -3,6 +3,7 @@ package githubsim
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/providers/simkit"
@@ -25,6 +26,13 @@ const (
 	// FaultHang never answers: the request is held until the client gives up
 	// or the server closes.
 	FaultHang
+	// FaultStartJob serves the request, but first queues Job and gives it
+	// to the runner the request names (GET or DELETE
+	// .../actions/runners/{runner_id}) when that runner is online, idle and
+	// has the job's labels: the runner takes a job exactly between a
+	// client's last look at it and this call, as on GitHub a runner may at
+	// any moment.
+	FaultStartJob
 )
 
 func (a FaultAction) String() string {
@@ -37,6 +45,8 @@ func (a FaultAction) String() string {
 		return "delay"
 	case FaultHang:
 		return "hang"
+	case FaultStartJob:
+		return "start-job"
 	}
 	return fmt.Sprintf("FaultAction(%d)", int(a))
 }
@@ -66,6 +76,8 @@ type Fault struct {
 	RetryAfter time.Duration
 	// Delay is how long FaultDelay holds the answer.
 	Delay time.Duration
+	// Job is what FaultStartJob queues (Repo and Labels required).
+	Job JobSpec
 }
 
 // InjectFault adds a fault; it fails only on an invalid Path expression.
@@ -98,6 +110,9 @@ func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f Fault) boo
 	case FaultHang:
 		s.kit.Hang(r.Context())
 		return true
+	case FaultStartJob:
+		s.startJobOnRequest(r, f.Job)
+		return false
 	case FaultSecondaryRateLimit:
 		e := &apiError{status: f.Status, message: f.Message, docURL: secondaryLimitDoc, retryAfter: f.RetryAfter}
 		if e.status == 0 {
@@ -114,4 +129,21 @@ func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f Fault) boo
 		writeError(w, e)
 		return true
 	}
+}
+
+// startJobOnRequest queues spec and starts it on the runner the request
+// names, if that runner can take it; otherwise the job waits in the queue
+// for any runner, as a queued job does.
+func (s *Server) startJobOnRequest(r *http.Request, spec JobSpec) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	jobs, err := s.queueRunLocked(spec)
+	if err != nil {
+		return
+	}
+	id, err := strconv.ParseInt(r.PathValue("runner_id"), 10, 64)
+	if rn := s.runners[id]; err == nil && rn != nil && rn.online && !rn.busy && covers(rn, jobs[0]) {
+		s.startJobLocked(jobs[0], rn)
+	}
+	s.dispatchLocked()
 }

@@ -90,6 +90,21 @@ func (s *Server) QueueJobSpec(spec JobSpec) (int64, error) {
 func (s *Server) QueueRun(spec JobSpec) ([]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	jobs, err := s.queueRunLocked(spec)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	s.dispatchLocked()
+	return ids, nil
+}
+
+// queueRunLocked makes the run's jobs and announces them, leaving them to
+// the caller to dispatch. The caller holds s.mu.
+func (s *Server) queueRunLocked(spec JobSpec) ([]*jobState, error) {
 	if s.kit.Closed() {
 		return nil, fmt.Errorf("githubsim: closed")
 	}
@@ -117,7 +132,7 @@ func (s *Server) QueueRun(spec JobSpec) ([]int64, error) {
 	runID := s.nextRunID
 	s.nextRunID++
 	headSHA := randomAlnum(40, "0123456789abcdef")
-	ids := make([]int64, 0, n)
+	jobs := make([]*jobState, 0, n)
 	for i := range n {
 		name := spec.Name
 		if n > 1 {
@@ -136,10 +151,9 @@ func (s *Server) QueueRun(spec JobSpec) ([]int64, error) {
 		s.jobs[j.ID] = j
 		s.jobOrder = append(s.jobOrder, j.ID)
 		s.enqueueJobEvent(j, status)
-		ids = append(ids, j.ID)
+		jobs = append(jobs, j)
 	}
-	s.dispatchLocked()
-	return ids, nil
+	return jobs, nil
 }
 
 // ApproveJob approves a waiting job's environment: it turns queued (a

@@ -100,13 +100,15 @@ type Runner struct {
 	// Removed: its registration is gone (deleted, or an ephemeral runner
 	// finished its job); only RunRunner's answer reports such a runner.
 	Removed bool `json:"removed,omitempty"`
+	// RegisteredAt is when it was registered (config.sh or generate-jitconfig).
+	RegisteredAt time.Time `json:"registered_at"`
 }
 
 func (r *runnerState) snapshot() Runner {
 	return Runner{
 		ID: r.id, Name: r.name, Scope: r.scope, OS: r.os, Status: r.status(), Busy: r.busy,
 		Ephemeral: r.ephemeral, JIT: r.jit, GroupID: r.groupID, Labels: r.labelNames(),
-		JobID: r.jobID, Running: r.running, Removed: r.removed,
+		JobID: r.jobID, Running: r.running, Removed: r.removed, RegisteredAt: r.registered,
 	}
 }
 

@@ -37,7 +37,10 @@ type Delivery struct {
 	StatusCode int `json:"status_code"`
 	// Error says why no answer came (no webhook URL, a dropped delivery,
 	// a network error).
-	Error       string          `json:"error,omitempty"`
+	Error string `json:"error,omitempty"`
+	// SentAt is when the delivery left (or was dropped); DeliveredAt when
+	// its answer came.
+	SentAt      time.Time       `json:"sent_at,omitzero"`
 	DeliveredAt time.Time       `json:"delivered_at,omitzero"`
 	Payload     json.RawMessage `json:"payload"`
 }
@@ -130,6 +133,7 @@ func (s *Server) deliveryWorker() {
 			if drop {
 				s.dropNext--
 			}
+			d.SentAt = s.clock.Now().UTC()
 			s.mu.Unlock()
 
 			var status int

@@ -1,0 +1,10 @@
+// Package runners measures how fast a burst of queued jobs turns into
+// runners (issue 13 item 7): N workflow_job "queued" deliveries, signed and
+// sent by githubsim to the operator's webhook receiver as GitHub sends
+// them, and for each the time to its MachineClaim's provider Create call
+// (the KubeVirt VirtualMachine POST, timestamped as it leaves the
+// operator), to its runner's registration on githubsim, and to a runner
+// taking the job. The real manager runs in process against a real
+// kube-apiserver, kubevirtsim and githubsim. `make bench-runners` runs it;
+// the figures are printed, never asserted.
+package runners
