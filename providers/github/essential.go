@@ -14,8 +14,8 @@ func ForDeregistration(ctx context.Context) context.Context {
 	return context.WithValue(ctx, essentialKey{}, true)
 }
 
-// isForDeregistration reports whether ctx was marked by ForDeregistration.
-func isForDeregistration(ctx context.Context) bool {
+// IsForDeregistration reports whether ctx was marked by ForDeregistration.
+func IsForDeregistration(ctx context.Context) bool {
 	v, _ := ctx.Value(essentialKey{}).(bool)
 	return v
 }

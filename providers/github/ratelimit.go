@@ -355,7 +355,7 @@ type limitTransport struct {
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := operation(req)
-	if err := t.limiter.admit(t.key, isEssential(op) || isForDeregistration(req.Context())); err != nil {
+	if err := t.limiter.admit(t.key, isEssential(op) || IsForDeregistration(req.Context())); err != nil {
 		throttled.WithLabelValues(op).Inc()
 		closeBody(req)
 		return nil, err
