@@ -86,7 +86,7 @@ func report(b *testing.B, pools, jobs int, served time.Duration, busy map[string
 	fmt.Fprintf(&out, "  idle: %d requests in %s with %d idle pools = %.0f per idle pool-hour (scaled from the %s window)\n",
 		sum(quiet), idle, pools, perPoolHour, idle)
 	writeEndpoints(&out, quiet)
-	fmt.Fprint(os.Stdout, out.String())
+	b.Log(out.String())
 	b.ReportMetric(perJob, "requests/job")
 	b.ReportMetric(perPoolHour, "requests/idle-pool-hour")
 }
