@@ -17,7 +17,8 @@ import (
 
 const (
 	// DefaultReserve is the share of each hourly budget kept for essential
-	// calls (deleting runners and minting the token that deletes need).
+	// calls: deleting runners, minting the token that deletes need, and the
+	// reads that decide a deletion (ForDeregistration).
 	DefaultReserve = 0.05
 	// DefaultSecondaryWait is how long a secondary rate limit without a
 	// Retry-After header blocks calls; GitHub asks for at least a minute.

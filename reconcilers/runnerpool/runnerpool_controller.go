@@ -22,6 +22,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -45,6 +46,9 @@ type Reconciler struct {
 	GitHub *github.Clients
 	// RateLimiter is the GitHub budget every pool shares.
 	RateLimiter *github.RateLimiter
+	// Runners shares one listing of registered runners per credential and
+	// scope among the pools; nil: one whose interval is SyncInterval.
+	Runners *runnerlist.Cache
 	// GitHubTimeout bounds one GitHub request (30 s).
 	GitHubTimeout time.Duration
 	// Demand records the jobs GitHub announces as RunnerJobs; nil: one on
@@ -95,6 +99,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.SyncInterval == 0 {
 		r.SyncInterval = 15 * time.Second
+	}
+	if r.Runners == nil {
+		// Real time, whatever r.Clock is: it measures how old GitHub's
+		// answer is, not a pool's timeouts.
+		r.Runners = &runnerlist.Cache{Interval: r.SyncInterval}
 	}
 	if r.FinalizationTimeout == 0 {
 		r.FinalizationTimeout = 10 * time.Minute
