@@ -67,15 +67,23 @@ help: ## This help.
 
 ##@ Benchmark
 .PHONY: bench
-bench: controlplane bench-memory ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes); then bench-memory and bench-performers (idle window 30s).
+bench: controlplane bench-memory ## Claims→Ready for 100 and 1000 MachineClaims: the real manager, kube-apiserver and the Proxmox simulator at realistic latencies (tens of minutes); then bench-memory, bench-performers (idle window 30s) and bench-github (idle window 1m).
 	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 90m ./internal/bench/
 	$(MAKE) bench-performers PERF_IDLE=30s
+	$(MAKE) bench-github GHCOST_IDLE=1m
 
 PERF_N ?= 200
 PERF_IDLE ?= 2m
 .PHONY: bench-performers
 bench-performers: controlplane ## Issue 15's Performer figures: PERF_N Performers (200) at once against `hyperfleet run` on a whole test cluster; time to served and Ready, writes per performer from the API server's audit log, writes in PERF_IDLE (2m) idle, peak RSS, CPU.
 	PERF_N=$(PERF_N) PERF_IDLE=$(PERF_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench Performers -benchtime 1x -timeout 30m -v ./internal/bench/performers/
+
+GHCOST_POOLS ?= 10
+GHCOST_JOBS ?= 500
+GHCOST_IDLE ?= 2m
+.PHONY: bench-github
+bench-github: controlplane ## Issue 13's GitHub API cost: GHCOST_POOLS pools (10) on one credential serve GHCOST_JOBS jobs (500) through githubsim; requests per job served, and per idle pool-hour scaled from GHCOST_IDLE (2m) idle (about 5 minutes).
+	GHCOST_POOLS=$(GHCOST_POOLS) GHCOST_JOBS=$(GHCOST_JOBS) GHCOST_IDLE=$(GHCOST_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench GitHubCost -benchtime 1x -timeout 40m -v ./internal/bench/githubcost/
 
 .PHONY: bench-memory
 bench-memory: controlplane ## The manager's RSS with 10,000 MachineClaims beside 10,000 unrelated Pods and ConfigMaps (MEMORY_CLAIMS, MEMORY_NOISE to change).
