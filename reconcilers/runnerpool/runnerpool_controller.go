@@ -77,6 +77,8 @@ type Reconciler struct {
 type poolMemory struct {
 	idleSince  map[string]time.Time
 	seenOnline map[string]bool
+	// refreshedFor: finished runners a fresh listing was already taken for.
+	refreshedFor map[string]bool
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
@@ -145,7 +147,8 @@ func (r *Reconciler) memory(key types.NamespacedName) *poolMemory {
 	}
 	m, ok := r.pools[key]
 	if !ok {
-		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, creating: map[string]time.Time{}}
+		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
+			creating: map[string]time.Time{}}
 		r.pools[key] = m
 	}
 	return m
@@ -186,8 +189,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.observeRunners,
-		r.readJobs, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale)
+	// readJobs before observeRunners: a job recorded completed whose runner
+	// the shared listing still shows asks for a fresh one (refreshIfFinished).
+	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.readJobs,
+		r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale)
 }
 
 // client returns the GitHub client and scope of a pool.

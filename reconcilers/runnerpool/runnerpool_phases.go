@@ -141,6 +141,7 @@ func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Res
 	if err != nil {
 		return skeleton.Stop(), err
 	}
+	r.refreshIfFinished(ctx, s)
 	obs := r.observe(s, claims, s.runners)
 	s.obs = &obs
 	return skeleton.Continue(), nil
@@ -394,6 +395,7 @@ func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gs
 	}
 	delete(s.mem.idleSince, c.Name)
 	delete(s.mem.seenOnline, c.Name)
+	delete(s.mem.refreshedFor, c.Name)
 	return true
 }
 
@@ -435,6 +437,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope, gh *github.Client,
 		}
 		delete(s.mem.idleSince, c.Name)
 		delete(s.mem.seenOnline, c.Name)
+		delete(s.mem.refreshedFor, c.Name)
 		removed++
 	}
 	return removed
