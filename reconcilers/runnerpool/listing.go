@@ -18,18 +18,10 @@ import (
 // so a runner GitHub is slow to remove costs one listing, not one per
 // reconcile. A failed refresh leaves the older listing: the next tells.
 func (r *Reconciler) refreshIfFinished(ctx context.Context, s *scope) {
-	if s.demand == nil {
-		return
-	}
-	finished := map[string]bool{}
-	for _, j := range s.demand.records {
-		if j.Status.State == hypervisorv1alpha1.JobCompleted && j.Status.RunnerName != "" {
-			finished[j.Status.RunnerName] = true
-		}
-	}
+	s.finished = finishedRunners(s.demand)
 	var stale []string
 	for _, rn := range ours(s.pool, s.runners) {
-		if finished[rn.Name] && !s.mem.refreshedFor[rn.Name] {
+		if s.finished[rn.Name] && !s.mem.refreshedFor[rn.Name] {
 			stale = append(stale, rn.Name)
 		}
 	}
@@ -45,4 +37,21 @@ func (r *Reconciler) refreshIfFinished(ctx context.Context, s *scope) {
 	for _, name := range stale {
 		s.mem.refreshedFor[name] = true
 	}
+}
+
+// finishedRunners are the runners whose job is recorded Completed. A pool's
+// runners are ephemeral, one job each, so each of them is over, and each
+// was online, whether or not a listing caught it between its registration
+// and its job's end.
+func finishedRunners(d *poolDemand) map[string]bool {
+	finished := map[string]bool{}
+	if d == nil {
+		return finished
+	}
+	for _, j := range d.records {
+		if j.Status.State == hypervisorv1alpha1.JobCompleted && j.Status.RunnerName != "" {
+			finished[j.Status.RunnerName] = true
+		}
+	}
+	return finished
 }

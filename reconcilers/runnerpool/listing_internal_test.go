@@ -67,3 +67,30 @@ func TestRefreshIfFinished(t *testing.T) {
 		t.Fatalf("%d listings: a runner still on its job asked for a fresh listing", n)
 	}
 }
+
+// A claim whose runner the listing does not show is over once its job is
+// recorded Completed, even if no listing ever caught the runner online
+// (its whole life fit between two shared listings); without that record
+// it is still starting.
+func TestFinishedRunnerIsGoneWithoutBeingSeenOnline(t *testing.T) {
+	pool := &hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("0123456789abcdef")}}
+	now := time.Now()
+	claim := hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "p-done", Namespace: "ns", CreationTimestamp: metav1.NewTime(now)},
+		Status: hypervisorv1alpha1.MachineClaimStatus{Phase: hypervisorv1alpha1.MachineReady}}
+	newScope := func(records ...hypervisorv1alpha1.RunnerJob) *scope {
+		s := &scope{pool: pool, now: now, demand: &poolDemand{records: records},
+			mem: &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}}
+		s.finished = finishedRunners(s.demand)
+		return s
+	}
+	r := &Reconciler{}
+	completed := hypervisorv1alpha1.RunnerJob{Status: hypervisorv1alpha1.RunnerJobStatus{State: hypervisorv1alpha1.JobCompleted, RunnerName: "p-done"}}
+	if obs := r.observe(newScope(completed), []hypervisorv1alpha1.MachineClaim{claim}, nil); len(obs.gone) != 1 {
+		t.Fatalf("job completed: gone %d, pending %d; want the claim gone", len(obs.gone), len(obs.pending))
+	}
+	inProgress := completed
+	inProgress.Status.State = hypervisorv1alpha1.JobInProgress
+	if obs := r.observe(newScope(inProgress), []hypervisorv1alpha1.MachineClaim{claim}, nil); len(obs.pending) != 1 {
+		t.Fatalf("job in progress, runner not listed yet: gone %d, pending %d; want the claim kept (pending)", len(obs.gone), len(obs.pending))
+	}
+}

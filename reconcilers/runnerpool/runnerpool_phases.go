@@ -53,6 +53,8 @@ type scope struct {
 	gh        *github.Client
 	gscope    github.Scope
 	runners   []github.Runner
+	// finished: runners whose job is recorded Completed (finishedRunners).
+	finished map[string]bool
 	// obs is the pool's runners as observeRunners sorted them.
 	obs *observed
 	// demand is the pool's recorded jobs (readJobs), as the poll left them.
@@ -336,9 +338,10 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 				continue
 			}
 			obs.idle = append(obs.idle, c)
-		case !registered && s.mem.seenOnline[c.Name]:
+		case !registered && (s.mem.seenOnline[c.Name] || s.finished[c.Name]):
 			// An ephemeral runner deregisters itself after its job: the
-			// machine has nothing more to do.
+			// machine has nothing more to do. One whose job is recorded
+			// Completed ran, even if no shared listing saw it online.
 			obs.gone = append(obs.gone, c)
 		case age > registrationTimeout(pool):
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "RegistrationTimeout", "Scale",
