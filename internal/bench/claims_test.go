@@ -371,7 +371,7 @@ func serialIdeal(lat proxmoxsim.Latencies) time.Duration {
 // task's end. The clone's task runs CloneConfigLag before its Clone time
 // starts (proxmoxsim.Latencies), and admission must count it from the call,
 // or a burst would exceed the limits during the lag. Issue 15's "ideal
-// 31.1 s" at 100 claims left the lag out; it is 34.0 s with it.
+// 31.1 s" at 100 claims left the lag out; it is 35.0 s with it.
 func cloneSlot(lat proxmoxsim.Latencies) time.Duration {
 	return lat.CloneConfigLag + lat.Clone
 }

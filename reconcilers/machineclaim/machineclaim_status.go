@@ -133,11 +133,17 @@ func terminal(p hypervisorv1alpha1.MachinePhase) bool {
 }
 
 // recordTransition emits an event named for the new phase when the phase
-// changed: a Warning for Failed or Stalled.
+// changed: a Warning for Failed or Stalled. A new claim starting to be made
+// is no event, as a first start of a Performer is none: it is what every
+// claim does first, and one event per claim of a burst is one API-server
+// write each.
 func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from hypervisorv1alpha1.MachinePhase, summary conditions.Summary, s *scope) {
 	if s.released || summary.Reason == "" {
 		return
 	}
 	warning := c.Status.Phase == hypervisorv1alpha1.MachineFailed || summary.State == conditions.Stalled
+	if from == "" && c.Status.Phase == hypervisorv1alpha1.MachineProvisioning && !warning {
+		return
+	}
 	skeleton.PhaseEvent(r.Recorder, c, string(from), string(c.Status.Phase), summary.Message, warning)
 }
