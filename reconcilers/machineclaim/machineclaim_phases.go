@@ -66,11 +66,14 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	}
 	if !done {
 		if s.now.Before(skeleton.DeletionDeadline(claim, r.FinalizationTimeout)) {
-			s.deletion = &deletion{finalizing: true}
 			if errors.Is(err, providers.ErrInProgress) {
+				// Under way, as asked: the claim's deletionTimestamp says so,
+				// and a status write to say it again would be one more write
+				// per claim for an object about to go. Only a failing
+				// deletion is written (Stopping, with the error).
 				return skeleton.StopAndRequeue(2 * time.Second), nil
 			}
-			s.deletion.err = err
+			s.deletion = &deletion{finalizing: true, err: err}
 			return skeleton.StopAndRequeue(r.backoff.next(claim.UID, providers.RetryAfter(err))), nil
 		}
 		finalizerDeadlineExceeded.WithLabelValues(string(claim.Status.Provider)).Inc()

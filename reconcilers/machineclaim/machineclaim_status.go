@@ -133,16 +133,19 @@ func terminal(p hypervisorv1alpha1.MachinePhase) bool {
 }
 
 // recordTransition emits an event named for the new phase when the phase
-// changed: a Warning for Failed or Stalled. A new claim starting to be made
-// is no event, as a first start of a Performer is none: it is what every
-// claim does first, and one event per claim of a burst is one API-server
-// write each.
+// changed: a Warning for Failed or Stalled. The steps of a normal start
+// (being made, running) are no event, as a Performer's normal start is
+// none: every claim takes them, and an event is an API-server write per
+// claim of a burst. Ready is one, and so is every step back or failure.
 func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from hypervisorv1alpha1.MachinePhase, summary conditions.Summary, s *scope) {
 	if s.released || summary.Reason == "" {
 		return
 	}
 	warning := c.Status.Phase == hypervisorv1alpha1.MachineFailed || summary.State == conditions.Stalled
-	if from == "" && c.Status.Phase == hypervisorv1alpha1.MachineProvisioning && !warning {
+	to := c.Status.Phase
+	normalStart := (to == hypervisorv1alpha1.MachineProvisioning && (from == "" || from == hypervisorv1alpha1.MachinePending)) ||
+		(from == hypervisorv1alpha1.MachineProvisioning && to == hypervisorv1alpha1.MachineRunning)
+	if normalStart && !warning {
 		return
 	}
 	skeleton.PhaseEvent(r.Recorder, c, string(from), string(c.Status.Phase), summary.Message, warning)
