@@ -210,13 +210,6 @@ func (a *admission) restoredOn(node string) []string {
 	return out
 }
 
-// restoredCount is how many restored slots are held.
-func (a *admission) restoredCount() int {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return len(a.restored)
-}
-
 // handOut reserves each free slot for the longest-waiting request that can
 // use it, and returns their owners to wake. A request that fits nowhere
 // free keeps its place; one behind it may still take a slot it cannot use.
