@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+	"time"
 )
 
 // Hypervisor is what every VM backend (Proxmox VE, KubeVirt) implements. Every
@@ -157,6 +158,10 @@ type Machine struct {
 	// departed from what the spec asked and why (a template's namespace it
 	// did not honour), for the caller to tell people in a Warning event.
 	Notices []string
+	// WillWake: the provider (a Waker) wakes the owner when this machine can
+	// move on (the task it waits for ends), so polling it sooner only costs
+	// requests.
+	WillWake bool
 }
 
 // MachineSpec is everything Create needs. Provider-specific parts sit in
@@ -164,6 +169,10 @@ type Machine struct {
 type MachineSpec struct {
 	Ref   MachineRef
 	Owner Owner
+	// Requested is when the owner asked for the machine (its claim's
+	// creationTimestamp): the order in which admission hands out clone
+	// slots, the longest-waiting first.
+	Requested time.Time
 	// Hostname of the guest.
 	Hostname string
 	// CPUCores, CPUSockets, MemoryMiB and DiskGiB size the machine; zero keeps the source's.

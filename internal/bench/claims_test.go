@@ -95,10 +95,9 @@ func BenchmarkClaimsToReady(b *testing.B) {
 }
 
 // readyTimeout bounds the wait for all n claims: generous, since only
-// errors fail the benchmark, never slowness. Each claim's
-// spec.provisioningTimeout is set to it too: the default of 15 minutes would
-// have the operator fail claims of a slow run (as it does at 1000 claims as
-// of this writing), turning a measurement into an error.
+// errors fail the benchmark, never slowness. The claims keep the default
+// spec.provisioningTimeout (15 minutes): issue 15 asks that 1000 claims
+// pass under it, so a claim it fails fails the run.
 func readyTimeout(n int) time.Duration {
 	return 5*time.Minute + time.Duration(n)*2400*time.Millisecond
 }
@@ -114,7 +113,7 @@ func claimsToReady(b *testing.B, n int) {
 	l.sim.ResetStats()
 	start := time.Now()
 	b.StartTimer()
-	l.createClaims(n, readyTimeout(n))
+	l.createClaims(n)
 	created := time.Since(start)
 	claims := l.waitAllReady(n, readyTimeout(n), start)
 	wall := time.Since(start)
@@ -236,7 +235,7 @@ func (l *lab) waitReady(obj interface {
 
 // createClaims creates n claims from a few goroutines, as fast as the API
 // server takes them.
-func (l *lab) createClaims(n int, provisioningTimeout time.Duration) {
+func (l *lab) createClaims(n int) {
 	l.b.Helper()
 	names := make(chan string, n)
 	for i := range n {
@@ -254,8 +253,7 @@ func (l *lab) createClaims(n int, provisioningTimeout time.Duration) {
 				mc := &hypervisorv1alpha1.MachineClaim{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns},
 					Spec: hypervisorv1alpha1.MachineClaimSpec{
-						TemplateRef:         meta.LocalObjectReference{Name: "ubuntu"},
-						ProvisioningTimeout: &metav1.Duration{Duration: provisioningTimeout},
+						TemplateRef: meta.LocalObjectReference{Name: "ubuntu"},
 					},
 				}
 				if err := l.c.Create(context.Background(), mc); err != nil {
@@ -351,20 +349,31 @@ func ptrValue[T any](p *T) any {
 }
 
 // serialIdeal is the simulator's own time for one claim with nothing to wait
-// for: the clone, the synchronous config updates, the disk resize (when the
-// claim's disk is bigger than the template's), the start task and the boot
-// until the guest agent reports an address:
+// for: the clone (from the call, which answers before the clone's
+// temporary config appears, CloneConfigLag, to its task's end), the
+// synchronous config updates, the disk resize (when the claim's disk is
+// bigger than the template's), the start task and the boot until the guest
+// agent reports an address:
 //
-//	Clone + configSteps × Config + Resize + Start + Boot
+//	CloneConfigLag + Clone + configSteps × Config + Resize + Start + Boot
 //
 // It leaves out the per-request API latency and every wait of the operator's
 // own (polling a task, requeueing), which is what the measured time adds.
 func serialIdeal(lat proxmoxsim.Latencies) time.Duration {
-	d := lat.Clone + configSteps*lat.Config + lat.Start + lat.Boot
+	d := cloneSlot(lat) + configSteps*lat.Config + lat.Start + lat.Boot
 	if claimDiskGiB > templateDiskGiB {
 		d += lat.Resize
 	}
 	return d
+}
+
+// cloneSlot is how long one clone holds its slot: from the clone call to its
+// task's end. The clone's task runs CloneConfigLag before its Clone time
+// starts (proxmoxsim.Latencies), and admission must count it from the call,
+// or a burst would exceed the limits during the lag. Issue 15's "ideal
+// 31.1 s" at 100 claims left the lag out; it is 35.0 s with it.
+func cloneSlot(lat proxmoxsim.Latencies) time.Duration {
+	return lat.CloneConfigLag + lat.Clone
 }
 
 // cloneConcurrency is how many clones may run at once: the per-node limit
@@ -379,10 +388,27 @@ func cloneConcurrency() int {
 // slot taken again the instant a clone ends, then the rest of the last
 // claim's serial work:
 //
-//	⌈n / cloneConcurrency⌉ × Clone + (serialIdeal − Clone)
+//	⌈n / cloneConcurrency⌉ × cloneSlot + (serialIdeal − cloneSlot)
 func throughputIdeal(lat proxmoxsim.Latencies, n int) time.Duration {
 	waves := (n + cloneConcurrency() - 1) / cloneConcurrency()
-	return time.Duration(waves)*lat.Clone + serialIdeal(lat) - lat.Clone
+	return time.Duration(waves)*cloneSlot(lat) + serialIdeal(lat) - cloneSlot(lat)
+}
+
+// writes sums the requests that change something on the API server (every
+// verb but get, list, watch and discovery), and those of them on the
+// claims themselves (the claim and its status; the rest are events).
+func writes(counts map[requestKind]int) (all, claims int) {
+	for k, c := range counts {
+		switch k.verb {
+		case "get", "list", "watch", "discovery":
+			continue
+		}
+		all += c
+		if strings.HasPrefix(k.resource, "machineclaims") {
+			claims += c
+		}
+	}
+	return all, claims
 }
 
 // report computes, logs and reports the run's figures.
@@ -424,16 +450,19 @@ func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, crea
 
 	// At most 9 lines: the testing package cuts a benchmark's log at 10.
 	b.Logf("setup: %d nodes, full clones onto shared storage %q, clone limits %d/node %d/storage, simulator storage lock limit %d → %d clones at once; "+
-		"simulator latencies: API %s, Clone %s, Config %s ×%d, Resize %s, Start %s, Boot %s",
+		"simulator latencies: API %s, CloneConfigLag %s, Clone %s, Config %s ×%d, Resize %s, Start %s, Boot %s",
 		nodes, sharedStorage, clonesPerNode, clonesPerStorage, storageLockLimit, cloneConcurrency(),
-		l.lat.API, l.lat.Clone, l.lat.Config, configSteps, l.lat.Resize, l.lat.Start, l.lat.Boot)
-	b.Logf("ideal: one claim %s (Clone+%d×Config+Resize+Start+Boot); %d claims %s (⌈%d/%d⌉×Clone + the rest of one claim)",
-		serial, configSteps, n, throughput, n, cloneConcurrency())
+		l.lat.API, l.lat.CloneConfigLag, l.lat.Clone, l.lat.Config, configSteps, l.lat.Resize, l.lat.Start, l.lat.Boot)
+	b.Logf("ideal: one claim %s (CloneConfigLag+Clone+%d×Config+Resize+Start+Boot); %d claims %s (⌈%d/%d⌉×(CloneConfigLag+Clone) + the rest of one claim); measured %s = %.2f× the ideal",
+		serial, configSteps, n, throughput, n, cloneConcurrency(), wall.Round(time.Millisecond), wallRatio)
 	b.Logf("claims=%d: created in %s; all Ready after %s (wall, ±%s polling); claim→Ready p50 %.1fs p95 %.1fs p99 %.1fs min %.0fs max %.0fs (readyTime−creationTimestamp, whole seconds)",
 		n, created.Round(time.Millisecond), wall.Round(time.Millisecond), pollEvery(n), p50, p95, p99, latencies[0], latencies[len(latencies)-1])
 	b.Logf("claims=%d: p50/serial-ideal %.2f; wall/throughput-ideal %.2f; machines per node %v; clone tasks %d, at most %d at once; failed tasks %v",
 		n, p50Ratio, wallRatio, perNode, clones, maxClones, failedTasks)
-	b.Logf("claims=%d: API-server requests %d = %.1f/claim; by verb %s", n, apiTotal, float64(apiTotal)/float64(n), perClaim(verbs, n, strings.Compare))
+	allWrites, claimWrites := writes(requests)
+	b.Logf("claims=%d: API-server requests %d = %.1f/claim; by verb %s; writes to Ready %.2f/claim (%.2f on the claim, %.2f events)",
+		n, apiTotal, float64(apiTotal)/float64(n), perClaim(verbs, n, strings.Compare),
+		float64(allWrites)/float64(n), float64(claimWrites)/float64(n), float64(allWrites-claimWrites)/float64(n))
 	b.Logf("claims=%d: API-server requests by verb and resource %s", n, perClaim(requests, n, func(a, b requestKind) int {
 		return cmp.Or(strings.Compare(a.verb, b.verb), strings.Compare(a.resource, b.resource))
 	}))
@@ -453,6 +482,7 @@ func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, crea
 		}
 	}
 	b.ReportMetric(float64(pveTotal)/float64(n), "proxmox-req/claim")
+	b.ReportMetric(float64(allWrites)/float64(n), "apiserver-writes-to-ready/claim")
 }
 
 // taskFigures reads the simulator's tasks since start: how many clones ran,
@@ -522,6 +552,7 @@ func (l *lab) teardown(n int) {
 	b := l.b
 	ctx := context.Background()
 	defer l.sim.Close()
+	apiRequests.reset()
 	if err := l.c.DeleteAllOf(ctx, &hypervisorv1alpha1.MachineClaim{}, client.InNamespace(l.ns)); err != nil {
 		b.Errorf("deleting the claims: %v", err)
 		return
@@ -540,6 +571,9 @@ func (l *lab) teardown(n int) {
 		var list hypervisorv1alpha1.MachineClaimList
 		err := l.c.List(ctx, &list, client.InNamespace(l.ns))
 		if vms == 0 && err == nil && len(list.Items) == 0 {
+			all, claims := writes(apiRequests.snapshot())
+			b.Logf("claims=%d: deletion writes %.2f/claim (%.2f on the claim, %.2f events); a lifecycle is the writes to Ready plus these",
+				n, float64(all)/float64(n), float64(claims)/float64(n), float64(all-claims)/float64(n))
 			break
 		}
 		if time.Now().After(deadline) {

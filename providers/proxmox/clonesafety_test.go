@@ -168,12 +168,13 @@ func TestAlreadyExistsOutsideTheCloneIsNotNameTaken(t *testing.T) {
 	p := fresh()
 	spec := cloneSpec("6f1c2d3e-0000-4000-8000-000000000003", 100125)
 	ctx := context.Background()
+	if _, err := p.Create(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	// Seen finished by the node's watcher: the next Create configures.
 	until(t, "the clone to finish", func() bool {
-		m, err := p.Create(ctx, spec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m.Progress != "cloning" && !strings.HasPrefix(m.Progress, "locked")
+		_, busy := p.pending(spec.Ref.VMID)
+		return !busy
 	})
 	if err := sim.InjectFault(proxmoxsim.Fault{Operation: proxmoxsim.OpConfigSet, Times: 1, Action: proxmoxsim.FaultHTTPError,
 		Status: 500, Message: "unable to create VM disk: volume 'local-lvm:vm-100125-cloudinit' already exists"}); err != nil {
@@ -210,39 +211,42 @@ func (c *fakeClock) Add(d time.Duration) {
 }
 
 // A clone task whose status cannot be read (its node went offline) keeps
-// its slot only until the task timeout, not for ever.
+// its slot only until the task timeout, not for ever. The node's watcher is
+// driven by hand (pollNode), so the test decides when it looks.
 func TestUnreadableCloneTaskReleasesItsSlotAtTheTimeout(t *testing.T) {
-	sim, fresh := cloneSim(t, proxmoxsim.DefaultLatencies(), func(c *Config) { c.TaskTimeout = time.Minute })
+	sim, fresh := cloneSim(t, proxmoxsim.DefaultLatencies(), func(c *Config) { c.TaskTimeout = time.Minute; c.TaskPollInterval = time.Hour })
 	p := fresh()
 	clock := &fakeClock{now: time.Now()}
 	p.now = clock.Now
 	spec := cloneSpec("6f1c2d3e-0000-4000-8000-000000000004", 100126)
 	ctx := context.Background()
-	if m, err := p.Create(ctx, spec); err != nil || m.Progress != "cloning" {
+	if m, err := p.Create(ctx, spec); err != nil || m.Progress != "cloning" || !m.WillWake {
 		t.Fatalf("Create = %+v, %v", m, err)
 	}
 	if p.admission.inFlight() != 1 {
 		t.Fatalf("slots in use = %d, want 1", p.admission.inFlight())
 	}
 	// pveproxy's answer for a node it cannot reach.
-	if err := sim.InjectFault(proxmoxsim.Fault{Operation: proxmoxsim.OpTaskStatus, Action: proxmoxsim.FaultHTTPError,
+	if err := sim.InjectFault(proxmoxsim.Fault{Operation: proxmoxsim.OpTaskList, Action: proxmoxsim.FaultHTTPError,
 		Status: 595, Message: "No route to host"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Create(ctx, spec); err == nil {
-		t.Fatal("Create with an unreadable task status succeeded")
-	}
+	p.pollNode("pve1")
 	if p.admission.inFlight() != 1 {
 		t.Fatal("the slot was released before the task timeout")
 	}
+	if _, busy := p.pending(spec.Ref.VMID); !busy {
+		t.Fatal("an unread task counts as ended")
+	}
 	clock.Add(time.Minute + time.Second)
+	p.pollNode("pve1")
+	if n := p.admission.inFlight(); n != 0 {
+		t.Fatalf("slots in use after the task timeout = %d, want 0", n)
+	}
 	_, err := p.Create(ctx, spec)
 	var tr *providers.TransientError
 	if !errors.As(err, &tr) || tr.Reason != "TaskTimedOut" {
 		t.Fatalf("Create past the task timeout = %v; want TaskTimedOut", err)
-	}
-	if n := p.admission.inFlight(); n != 0 {
-		t.Fatalf("slots in use after the task timeout = %d, want 0", n)
 	}
 	if _, busy := p.pending(spec.Ref.VMID); busy {
 		t.Fatal("the timed-out task is still watched")
@@ -256,7 +260,7 @@ func TestUnreadableCloneTaskReleasesItsSlotAtTheTimeout(t *testing.T) {
 func TestAdmissionRebuiltFromRunningTasks(t *testing.T) {
 	lat := proxmoxsim.DefaultLatencies()
 	lat.Clone = time.Hour // still running when the new provider looks
-	sim, fresh := cloneSim(t, lat, func(c *Config) { c.MaxClonesPerNode = 1; c.TaskTimeout = time.Hour })
+	sim, fresh := cloneSim(t, lat, func(c *Config) { c.MaxClonesPerNode = 1; c.TaskTimeout = time.Hour; c.TaskPollInterval = time.Hour })
 	ctx := context.Background()
 	if _, err := fresh().Create(ctx, cloneSpec("6f1c2d3e-0000-4000-8000-000000000005", 100127)); err != nil {
 		t.Fatal(err)
@@ -273,8 +277,9 @@ func TestAdmissionRebuiltFromRunningTasks(t *testing.T) {
 		t.Fatalf("restored slots %d, clone tasks %d; want 1 and 1", p.admission.inFlight(), cloneTasks(sim))
 	}
 	// Past the task timeout the old clone no longer counts (its node may be
-	// gone); the next listing gives its slot back.
+	// gone); the node's watcher, driven by hand here, gives its slot back.
 	clock.Add(time.Hour + time.Minute)
+	p.pollNode("pve1")
 	m, err := p.Create(ctx, second)
 	if err != nil || m.Progress != "cloning" {
 		t.Fatalf("Create after the old clone's timeout = %+v, %v", m, err)
@@ -295,8 +300,50 @@ func TestAdmissionRestore(t *testing.T) {
 	if !a.tryAcquire(100201, "pve2", "template-pve1") {
 		t.Fatal("another node is refused")
 	}
-	a.restore(map[string]slot{})
+	a.endRestored("UPID:a")
 	if !a.free("pve1", "template-pve1") || a.inFlight() != 1 {
 		t.Fatalf("after the task ended: free %v, in flight %d", a.free("pve1", "template-pve1"), a.inFlight())
+	}
+}
+
+// A slot that comes free goes to the longest-waiting request (by the time
+// its owner asked, not the order it asked in), is kept for it, and its owner
+// is woken; a newer request cannot take it meanwhile.
+func TestAdmissionServesTheLongestWaitingFirst(t *testing.T) {
+	a := newAdmission(1, 10)
+	var woken []string
+	a.wake = func(o providers.Owner) { woken = append(woken, o.Name) }
+	t0 := time.Now()
+	req := func(vmid int, name string, since time.Duration) waiter {
+		return waiter{vmid: vmid, owner: providers.Owner{UID: name, Namespace: "ci", Name: name}, since: t0.Add(since),
+			nodes: []string{"pve1"}, storage: "ceph"}
+	}
+	if _, ok := a.admit(req(100, "first", 0), true); !ok {
+		t.Fatal("the first request must get the free slot")
+	}
+	// The youngest asks first, then an older one.
+	for _, w := range []waiter{req(102, "third", 2*time.Second), req(101, "second", time.Second)} {
+		if _, ok := a.admit(w, true); ok {
+			t.Fatalf("%s was admitted past the limit", w.owner.Name)
+		}
+	}
+	a.release(100)
+	if len(woken) != 1 || woken[0] != "second" {
+		t.Fatalf("woken on release = %v, want [second]", woken)
+	}
+	if _, ok := a.admit(req(102, "third", 2*time.Second), true); ok {
+		t.Fatal("a newer request took the slot kept for the longest-waiting one")
+	}
+	if n, ok := a.admit(req(101, "second", time.Second), true); !ok || n != "pve1" {
+		t.Fatalf("the woken request was refused its slot: %q, %v", n, ok)
+	}
+	a.release(101)
+	if len(woken) != 2 || woken[1] != "third" || a.queued() != 1 {
+		t.Fatalf("woken = %v, queued %d; want [second third], 1", woken, a.queued())
+	}
+	// A withdrawn request gives its kept slot back.
+	a.withdraw(102)
+	if a.queued() != 0 || !a.free("pve1", "ceph") {
+		t.Fatalf("after withdrawing: queued %d, free %v", a.queued(), a.free("pve1", "ceph"))
 	}
 }

@@ -47,6 +47,10 @@ type Config struct {
 	MaxClonesPerNode, MaxClonesPerStorage int
 	// TaskTimeout bounds how long a clone, resize or start task may run.
 	TaskTimeout time.Duration
+	// TaskPollInterval is how often a node with tasks of ours running has
+	// its task list read (one request per node, whatever the number of
+	// tasks): the most a machine waits past its task's end.
+	TaskPollInterval time.Duration
 	// Installation is this installation's id: written on every VM (a tag and
 	// a description line) and into cloud-init ISO names, and required of
 	// every VM the provider lists or touches.
@@ -68,6 +72,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.TaskTimeout == 0 {
 		c.TaskTimeout = 10 * time.Minute
+	}
+	if c.TaskPollInterval == 0 {
+		c.TaskPollInterval = 200 * time.Millisecond
 	}
 }
 

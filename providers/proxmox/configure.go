@@ -12,18 +12,19 @@ import (
 
 // configure applies size, network and cloud-init to a freshly cloned VM, and
 // sets the ownership tags last: their presence means "configured", so a crash
-// part-way makes the next call configure again, harmlessly.
-func (p *Provider) configure(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec) error {
+// part-way makes the next call configure again, harmlessly. It returns the
+// tags it wrote, so the caller goes on without reading the VM again.
+func (p *Provider) configure(ctx context.Context, vm *proxmox.VirtualMachine, spec providers.MachineSpec) ([]string, error) {
 	vmid := spec.Ref.VMID
 	opts := settings(spec, p.cfg)
 	if len(opts) > 0 {
 		if err := vm.ConfigSync(ctx, opts...); err != nil {
-			return classify(fmt.Sprintf("configuring VM %d", vmid), err)
+			return nil, classify(fmt.Sprintf("configuring VM %d", vmid), err)
 		}
 	}
 	if spec.CloudInit.UserData != "" {
 		if err := p.attachUserData(ctx, vm, spec); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	tags := []string{managedTag, ownerTag(spec.Owner.UID), installationTag(p.cfg.Installation)}
@@ -32,9 +33,9 @@ func (p *Provider) configure(ctx context.Context, vm *proxmox.VirtualMachine, sp
 	}
 	tags = append(append(tags, p.cfg.Tags...), spec.Tags...)
 	if err := vm.ConfigSync(ctx, proxmox.VirtualMachineOption{Name: "tags", Value: joinTags(tags)}); err != nil {
-		return classify(fmt.Sprintf("tagging VM %d", vmid), err)
+		return nil, classify(fmt.Sprintf("tagging VM %d", vmid), err)
 	}
-	return nil
+	return tags, nil
 }
 
 // settings are the config keys for size, NIC and, without custom user data,

@@ -18,7 +18,8 @@ import (
 // Create moves the machine one step on each call:
 //
 //	absent → clone (admission permitting) → configure (tags, size, network,
-//	cloud-init) → grow the disk → tag started and power on.
+//	cloud-init) and at once grow the disk, or tag started and power on →
+//	(after a resize) tag started and power on.
 //
 // Each step is decided from what Proxmox shows, so a call after a crash picks
 // up where the last one stopped, and a VMID that turns out to belong to
@@ -36,7 +37,9 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 	if errors.Is(err, providers.ErrNotFound) {
 		if kind, ok := p.pending(spec.Ref.VMID); ok {
 			// A clone we started is not visible yet; do not start another.
-			return provisioning(spec, kind), nil
+			m := provisioning(spec, kind)
+			m.WillWake = true
+			return m, nil
 		}
 		return p.clone(ctx, spec)
 	}
@@ -68,12 +71,17 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		markBusy(&m, kind)
 		return m, nil
 	}
-	switch {
-	case !slices.Contains(tags, ownerTag(spec.Owner.UID)):
-		if err := p.configure(ctx, vm, spec); err != nil {
+	if !slices.Contains(tags, ownerTag(spec.Owner.UID)) {
+		written, err := p.configure(ctx, vm, spec)
+		if err != nil {
 			return m, err
 		}
+		// Configuring is synchronous: go straight on to the next step, which
+		// needs nothing configure changed but the tags it returns.
+		tags = written
 		m.Progress = "configured"
+	}
+	switch {
 	case !slices.Contains(tags, installationTag(p.cfg.Installation)):
 		// Made before installations: mark it, so this installation's sweeper
 		// and List know it as ours.
@@ -86,7 +94,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		if err != nil {
 			return m, classify(fmt.Sprintf("growing disk of VM %d", spec.Ref.VMID), err)
 		}
-		p.watch(spec.Ref.VMID, "Resize", task)
+		p.watch(spec.Ref.VMID, "Resize", task, spec.Owner)
 		m.Progress = "growing disk"
 	case !slices.Contains(tags, startedTag):
 		// Tag before starting, so List and Observe know the VM was started;
@@ -99,7 +107,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		if err != nil {
 			return m, classify(fmt.Sprintf("starting VM %d", spec.Ref.VMID), err)
 		}
-		p.watch(spec.Ref.VMID, "Start", task)
+		p.watch(spec.Ref.VMID, "Start", task, spec.Owner)
 		m.Provisioned = true
 		markBusy(&m, "Start")
 	case vm.Status == "stopped":
@@ -112,7 +120,7 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		if err != nil {
 			return m, classify(fmt.Sprintf("starting VM %d again", spec.Ref.VMID), err)
 		}
-		p.watch(spec.Ref.VMID, "Start", task)
+		p.watch(spec.Ref.VMID, "Start", task, spec.Owner)
 		m.Provisioned = true
 		markBusy(&m, "Start")
 	default:
@@ -149,14 +157,17 @@ func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (provi
 	if err := p.syncAdmission(ctx); err != nil {
 		return providers.Machine{}, err
 	}
-	node, slotStorage, err := p.place(rs, src, spec.Proxmox, storage, spec.MemoryMiB)
+	nodes, slotStorage, err := p.candidates(rs, src, spec.Proxmox, storage, spec.MemoryMiB)
 	if err != nil {
 		return providers.Machine{}, err
 	}
-	if !p.admission.tryAcquire(spec.Ref.VMID, node, slotStorage) {
+	node, ok := p.admission.admit(waiter{vmid: spec.Ref.VMID, owner: spec.Owner, since: spec.Requested, nodes: nodes, storage: slotStorage}, true)
+	if !ok {
+		// The message names no node: it stays the same while the claim
+		// waits, so waiting writes nothing.
 		return providers.Machine{}, providers.Queued("CloneQueued", 3*time.Second,
-			fmt.Errorf("node %s or storage %s is at its concurrent-clone limit (%d per node, %d per storage)",
-				node, slotStorage, p.cfg.MaxClonesPerNode, p.cfg.MaxClonesPerStorage))
+			fmt.Errorf("every node and storage it may use is at its concurrent-clone limit (%d per node, %d per storage); it is next once those ahead of it have started",
+				p.cfg.MaxClonesPerNode, p.cfg.MaxClonesPerStorage))
 	}
 	srcVM := &proxmox.VirtualMachine{}
 	srcVM.New(p.client, src.Node, int(src.VMID)) //nolint:gosec // VMIDs fit int
@@ -181,11 +192,13 @@ func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (provi
 		}
 		return providers.Machine{}, classify(fmt.Sprintf("cloning template %d to VM %d", src.VMID, spec.Ref.VMID), err)
 	}
-	p.watch(spec.Ref.VMID, "Clone", task)
+	p.watch(spec.Ref.VMID, "Clone", task, spec.Owner)
 	ref := spec.Ref
 	ref.Node = node
 	spec.Ref = ref
-	return provisioning(spec, "cloning"), nil
+	m := provisioning(spec, "cloning")
+	m.WillWake = true
+	return m, nil
 }
 
 // cloneRefused decides what a clone call refused with "config file already
@@ -249,11 +262,28 @@ func resolveTemplate(rs proxmox.ClusterResources, src *providers.ProxmoxSpec) (*
 	return found[0], nil
 }
 
-// place picks the target node: the template's node when the template sits on
-// non-shared storage (Proxmox allows no other), else the allowed online node
-// with a free clone slot and the most free memory. It returns the node and
-// the storage key admission counts.
+// place picks the target node: the best candidate with a free clone slot,
+// else the best candidate. It returns the node and the storage key
+// admission counts.
 func (p *Provider) place(rs proxmox.ClusterResources, src *proxmox.ClusterResource, spec *providers.ProxmoxSpec, storage string, memMiB int64) (string, string, error) {
+	nodes, slotStorage, err := p.candidates(rs, src, spec, storage, memMiB)
+	if err != nil {
+		return "", "", err
+	}
+	for _, n := range nodes {
+		if p.admission.free(n, slotStorage) {
+			return n, slotStorage, nil
+		}
+	}
+	return nodes[0], slotStorage, nil
+}
+
+// candidates lists the nodes a clone may go to, best first: the template's
+// node when the template sits on non-shared storage (Proxmox allows no
+// other), else the allowed online nodes with room for the machine, by most
+// free memory. It returns them with the storage key
+// admission counts.
+func (p *Provider) candidates(rs proxmox.ClusterResources, src *proxmox.ClusterResource, spec *providers.ProxmoxSpec, storage string, memMiB int64) ([]string, string, error) {
 	allowed := spec.Nodes
 	if len(allowed) == 0 {
 		allowed = p.cfg.Nodes
@@ -284,10 +314,17 @@ func (p *Provider) place(rs proxmox.ClusterResources, src *proxmox.ClusterResour
 	}
 	if len(cands) == 0 {
 		if linkedLocal {
-			return "", "", providers.Transient("NoNodeAvailable", 30*time.Second,
+			return nil, "", providers.Transient("NoNodeAvailable", 30*time.Second,
 				fmt.Errorf("the template is on local storage, so clones must run on its node %s, which is offline or not in the allowed nodes", src.Node))
 		}
-		return "", "", providers.Transient("NoNodeAvailable", 30*time.Second, fmt.Errorf("no allowed Proxmox node is online (allowed: %v)", allowed))
+		return nil, "", providers.Transient("NoNodeAvailable", 30*time.Second, fmt.Errorf("no allowed Proxmox node is online (allowed: %v)", allowed))
+	}
+	// Nodes without room for the machine only when none has room: the
+	// clone then waits on the best of them.
+	if roomy := slices.DeleteFunc(slices.Clone(cands), func(c candidate) bool {
+		return memMiB > 0 && c.free < memMiB<<20
+	}); len(roomy) > 0 {
+		cands = roomy
 	}
 	slices.SortFunc(cands, func(a, b candidate) int {
 		if a.free != b.free {
@@ -298,15 +335,11 @@ func (p *Provider) place(rs proxmox.ClusterResources, src *proxmox.ClusterResour
 		}
 		return strings.Compare(a.name, b.name)
 	})
+	nodes := make([]string, 0, len(cands))
 	for _, c := range cands {
-		if memMiB > 0 && c.free < memMiB<<20 {
-			continue
-		}
-		if p.admission.free(c.name, slotStorage) {
-			return c.name, slotStorage, nil
-		}
+		nodes = append(nodes, c.name)
 	}
-	return cands[0].name, slotStorage, nil
+	return nodes, slotStorage, nil
 }
 
 // sharedStorageOf reports whether the template's disks sit on shared storage,

@@ -26,13 +26,15 @@ func (p *Provider) PowerOff(ctx context.Context, ref providers.MachineRef, owner
 	if err != nil {
 		return classify(fmt.Sprintf("stopping VM %d", ref.VMID), err)
 	}
-	p.watch(ref.VMID, "Stop", task)
+	p.watch(ref.VMID, "Stop", task, owner)
 	return nil
 }
 
 // Delete stops and destroys a VM this owner owns, with its disks and its
 // cloud-init ISO (cloudinit.go). It returns ErrInProgress until the VM is gone.
 func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner providers.Owner) error {
+	// A machine queued for a clone slot no longer wants one.
+	p.admission.withdraw(ref.VMID)
 	if err := p.taskError(ctx, ref.VMID); err != nil && !errors.Is(err, providers.ErrNotFound) {
 		return err
 	}
@@ -54,7 +56,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 		if err != nil {
 			return classify(fmt.Sprintf("stopping VM %d before deleting it", ref.VMID), err)
 		}
-		p.watch(ref.VMID, "Stop", task)
+		p.watch(ref.VMID, "Stop", task, owner)
 		return fmt.Errorf("VM %d stopping: %w", ref.VMID, providers.ErrInProgress)
 	}
 	// The ISO goes with the destroy call: a caller that stops calling once
@@ -65,7 +67,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 	if err != nil {
 		return classify(fmt.Sprintf("deleting VM %d", ref.VMID), err)
 	}
-	p.watch(ref.VMID, "Delete", task)
+	p.watch(ref.VMID, "Delete", task, owner)
 	return fmt.Errorf("VM %d deleting: %w", ref.VMID, providers.ErrInProgress)
 }
 

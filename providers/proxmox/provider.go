@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/luthermonson/go-proxmox"
@@ -23,8 +24,13 @@ type Provider struct {
 
 	// tasks are the Proxmox tasks this provider started and still watches,
 	// by VMID: a clone holds an admission slot until its task ends.
-	mu    sync.Mutex
-	tasks map[int]*watchedTask
+	// watchers are the nodes whose task listing a goroutine polls
+	// (taskwatch.go).
+	mu       sync.Mutex
+	tasks    map[int]*watchedTask
+	watchers map[string]bool
+	// wake is called with the owner of a machine that can move on (OnWake).
+	wake atomic.Pointer[func(providers.Owner)]
 
 	cacheMu  sync.Mutex
 	cached   proxmox.ClusterResources
@@ -39,13 +45,10 @@ type Provider struct {
 	now func() time.Time
 }
 
-type watchedTask struct {
-	kind    string
-	task    *proxmox.Task
-	started time.Time
-}
-
-var _ providers.Hypervisor = (*Provider)(nil)
+var (
+	_ providers.Hypervisor = (*Provider)(nil)
+	_ providers.Waker      = (*Provider)(nil)
+)
 
 // New validates cfg and builds a provider. It makes no request.
 func New(cfg Config) (*Provider, error) {
@@ -57,13 +60,16 @@ func New(cfg Config) (*Provider, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Provider{
+	p := &Provider{
 		cfg:       cfg,
 		client:    client,
 		admission: newAdmission(cfg.MaxClonesPerNode, cfg.MaxClonesPerStorage),
 		tasks:     map[int]*watchedTask{},
+		watchers:  map[string]bool{},
 		now:       time.Now,
-	}, nil
+	}
+	p.admission.wake = p.notify
+	return p, nil
 }
 
 // Check reports the Proxmox version and its nodes.
@@ -289,6 +295,8 @@ func (p *Provider) CheckTemplate(ctx context.Context, spec providers.MachineSpec
 // disk resize) as provisioning: a VM whose start task has not finished is
 // stopped, and must not be taken for one that shut itself down.
 func markBusy(m *providers.Machine, kind string) {
+	// The node's watcher wakes the owner when the task ends.
+	m.WillWake = true
 	if kind == "Stop" || kind == "Delete" {
 		return
 	}

@@ -10,68 +10,67 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 )
 
-// watch remembers a task this provider started for vmid.
-func (p *Provider) watch(vmid int, kind string, task *proxmox.Task) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.tasks[vmid] = &watchedTask{kind: kind, task: task, started: p.now()}
+// watchedTask is a task this provider started for a VM. Whether it ended is
+// learnt by the node's watcher (taskwatch.go), never by asking per task.
+type watchedTask struct {
+	kind    string
+	upid    string
+	node    string
+	owner   providers.Owner
+	started time.Time
+	// Set by the watcher once the task ended: its exit status ("OK" for
+	// success), or timedOut when it ran, or could not be read, past
+	// TaskTimeout.
+	ended    bool
+	exit     string
+	timedOut bool
 }
 
-// pending reports whether vmid has a task of this provider still running.
+// watch remembers a task this provider started for vmid on behalf of
+// owner, and makes sure its node is watched.
+func (p *Provider) watch(vmid int, kind string, task *proxmox.Task, owner providers.Owner) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.tasks[vmid] = &watchedTask{kind: kind, upid: string(task.UPID), node: task.Node, owner: owner, started: p.now()}
+	p.ensureWatcher(task.Node)
+}
+
+// pending reports whether vmid has a task of this provider not yet seen
+// ended.
 func (p *Provider) pending(vmid int) (string, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	t, ok := p.tasks[vmid]
-	if !ok {
+	if !ok || t.ended {
 		return "", false
 	}
 	return t.kind, true
 }
 
-// taskError polls vmid's watched task once. A finished task is forgotten (and
-// a clone's admission slot released); a failed one becomes an error carrying
-// Proxmox's exit status; one running past TaskTimeout is reported, not
-// waited on forever.
-func (p *Provider) taskError(ctx context.Context, vmid int) error {
+// taskError reports on vmid's watched task once its node's watcher saw it
+// end, and forgets it: nil for success, an error carrying Proxmox's exit
+// status for a failure, TaskTimedOut for one that ran (or could not be
+// read) past TaskTimeout. A task still running is nil too: pending says so.
+func (p *Provider) taskError(_ context.Context, vmid int) error {
 	p.mu.Lock()
 	t, ok := p.tasks[vmid]
-	p.mu.Unlock()
-	if !ok {
+	if !ok || !t.ended {
+		p.mu.Unlock()
 		return nil
 	}
-	if err := t.task.Ping(ctx); err != nil {
-		// A task whose status cannot be read (its node is offline, or
-		// Proxmox lost it) must not hold its clone slot for ever: the
-		// timeout holds whether or not the status answers.
-		if p.now().Sub(t.started) > p.cfg.TaskTimeout {
-			p.forget(vmid)
-			return providers.Transient("TaskTimedOut", 30*time.Second,
-				fmt.Errorf("the %s task of VM %d could not be read for %s (task %s): %w", t.kind, vmid, p.cfg.TaskTimeout, t.task.UPID,
-					classify("reading its status", err)))
-		}
-		return classify(fmt.Sprintf("reading the %s task of VM %d", t.kind, vmid), err)
-	}
-	if t.task.IsRunning {
-		if p.now().Sub(t.started) > p.cfg.TaskTimeout {
-			p.forget(vmid)
-			return providers.Transient("TaskTimedOut", 30*time.Second,
-				fmt.Errorf("the %s task of VM %d ran longer than %s (task %s)", t.kind, vmid, p.cfg.TaskTimeout, t.task.UPID))
-		}
-		return nil
-	}
-	p.forget(vmid)
-	if t.task.IsFailed {
-		return providers.Transient(t.kind+"Failed", 10*time.Second,
-			fmt.Errorf("the %s task of VM %d failed: %s", t.kind, vmid, t.task.ExitStatus))
-	}
-	return nil
-}
-
-func (p *Provider) forget(vmid int) {
-	p.mu.Lock()
+	done := *t
 	delete(p.tasks, vmid)
 	p.mu.Unlock()
 	p.admission.release(vmid)
+	switch {
+	case done.timedOut:
+		return providers.Transient("TaskTimedOut", 30*time.Second,
+			fmt.Errorf("the %s task of VM %d did not end, or could not be read, within %s (task %s)", done.kind, vmid, p.cfg.TaskTimeout, done.upid))
+	case done.exit != "OK":
+		return providers.Transient(done.kind+"Failed", 10*time.Second,
+			fmt.Errorf("the %s task of VM %d failed: %s", done.kind, vmid, done.exit))
+	}
+	return nil
 }
 
 // syncAdmission counts, in admission, the clones running on Proxmox under
@@ -79,15 +78,15 @@ func (p *Provider) forget(vmid int) {
 // process (before a restart or a failover) or of the provider this one
 // replaced (a HypervisorCluster's spec or Secret changed). It lists
 // /cluster/tasks, which holds every node's running tasks (a running one has
-// no end time and no exit status), before the first clone and, while such
-// clones are counted, again at most every admissionSyncTTL, so their slots
-// are given back once they end. A clone running longer than TaskTimeout no
-// longer counts, as for the clones this provider watches. Until the listing
-// succeeds no clone starts: starting one blind could break the limits.
+// no end time and no exit status), once, before the first clone; from then
+// on each such clone's node is watched like our own tasks, and its slot
+// given back when the node's listing shows it ended or it passes
+// TaskTimeout. Until the listing succeeds no clone starts: starting one
+// blind could break the limits.
 func (p *Provider) syncAdmission(ctx context.Context) error {
 	p.syncMu.Lock()
 	defer p.syncMu.Unlock()
-	if !p.syncedAt.IsZero() && (p.admission.restoredCount() == 0 || p.now().Sub(p.syncedAt) < admissionSyncTTL) {
+	if !p.syncedAt.IsZero() {
 		return nil
 	}
 	var tasks []*proxmox.Task
@@ -97,16 +96,12 @@ func (p *Provider) syncAdmission(ctx context.Context) error {
 	ours := map[string]bool{}
 	p.mu.Lock()
 	for _, t := range p.tasks {
-		ours[string(t.task.UPID)] = true
+		ours[t.upid] = true
 	}
 	p.mu.Unlock()
-	user := p.cfg.TokenID
-	if user == "" {
-		user = p.cfg.Username
-	}
 	running := map[string]slot{}
 	for _, t := range tasks {
-		if t == nil || t.Type != "qmclone" || t.User != user || ours[string(t.UPID)] ||
+		if t == nil || t.Type != "qmclone" || t.User != p.user() || ours[string(t.UPID)] ||
 			!t.EndTime.IsZero() || (t.Status != "" && t.Status != "running") {
 			continue
 		}
@@ -120,10 +115,19 @@ func (p *Provider) syncAdmission(ctx context.Context) error {
 		running[string(t.UPID)] = slot{node: t.Node, storage: "template-" + t.Node}
 	}
 	p.admission.restore(running)
+	p.mu.Lock()
+	for _, s := range running {
+		p.ensureWatcher(s.node)
+	}
+	p.mu.Unlock()
 	p.syncedAt = p.now()
 	return nil
 }
 
-// admissionSyncTTL bounds how often syncAdmission lists tasks again while
-// clones of an earlier process are counted.
-const admissionSyncTTL = 2 * time.Second
+// user is the Proxmox user (or API token) the provider's tasks run as.
+func (p *Provider) user() string {
+	if p.cfg.TokenID != "" {
+		return p.cfg.TokenID
+	}
+	return p.cfg.Username
+}

@@ -52,6 +52,33 @@ type Registry struct {
 
 	mu      sync.Mutex
 	entries map[types.NamespacedName]entry
+	// wakes are the functions every provider that is a providers.Waker
+	// calls with the owner of a machine that can move on (OnWake).
+	wakes []func(providers.Owner)
+}
+
+// OnWake adds a function called with the owner of each machine whose
+// provider says it can move on (providers.Waker): a reconciler enqueues the
+// owner instead of polling it. Providers built before and after the call
+// both use it.
+func (r *Registry) OnWake(wake func(providers.Owner)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wakes = append(r.wakes, wake)
+	for _, e := range r.entries {
+		if w, ok := e.provider.(providers.Waker); ok {
+			w.OnWake(r.wake)
+		}
+	}
+}
+
+func (r *Registry) wake(o providers.Owner) {
+	r.mu.Lock()
+	wakes := r.wakes
+	r.mu.Unlock()
+	for _, w := range wakes {
+		w(o)
+	}
 }
 
 type entry struct {
@@ -85,6 +112,9 @@ func (r *Registry) For(ctx context.Context, cluster *hypervisorv1alpha1.Hypervis
 	p, err := factory(cluster, creds)
 	if err != nil {
 		return nil, err
+	}
+	if w, ok := p.(providers.Waker); ok {
+		w.OnWake(r.wake)
 	}
 	if r.entries == nil {
 		r.entries = map[types.NamespacedName]entry{}

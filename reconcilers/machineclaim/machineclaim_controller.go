@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers"
@@ -97,8 +99,23 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&hypervisorv1alpha1.MachineClaim{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&hypervisorv1alpha1.HypervisorMachineTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsForTemplate)).
+		WatchesRawSource(source.Func(r.wakes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
+}
+
+// wakes enqueues the claims whose provider says their machine can move on
+// (providers.Waker): a task ended, a clone slot was given to it. It is how a
+// claim being made waits for the hypervisor without polling it. The queue
+// deduplicates, so a wake for a claim already queued costs nothing.
+func (r *Reconciler) wakes(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	r.Hypervisors.OnWake(func(o providers.Owner) {
+		if o.Namespace == "" || o.Name == "" {
+			return
+		}
+		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
+	})
+	return nil
 }
 
 func (r *Reconciler) claimsForTemplate(ctx context.Context, o client.Object) []reconcile.Request {

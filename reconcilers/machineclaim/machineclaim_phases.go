@@ -32,8 +32,15 @@ const (
 // machine is made for it.
 const ReasonClusterDeleting = "ClusterDeleting"
 
-// pollWhileBusy is how often a machine that is being made or booted is looked at.
+// pollWhileBusy is how often a machine that is being made is looked at
+// when its provider does not say it will wake the claim (providers.Waker).
 const pollWhileBusy = 2 * time.Second
+
+// pollForAddress is how often a running machine is asked for its address
+// until the guest reports one: nothing outside says when a guest has
+// booted, so this is a poll, and short, since it is the last step of every
+// claim.
+const pollForAddress = time.Second
 
 // finalize deletes the machine, then releases the claim. Past the deadline
 // the claim is released anyway — with a Warning event, a metric and the
@@ -59,11 +66,14 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	}
 	if !done {
 		if s.now.Before(skeleton.DeletionDeadline(claim, r.FinalizationTimeout)) {
-			s.deletion = &deletion{finalizing: true}
 			if errors.Is(err, providers.ErrInProgress) {
+				// Under way, as asked: the claim's deletionTimestamp says so,
+				// and a status write to say it again would be one more write
+				// per claim for an object about to go. Only a failing
+				// deletion is written (Stopping, with the error).
 				return skeleton.StopAndRequeue(2 * time.Second), nil
 			}
-			s.deletion.err = err
+			s.deletion = &deletion{finalizing: true, err: err}
 			return skeleton.StopAndRequeue(r.backoff.next(claim.UID, providers.RetryAfter(err))), nil
 		}
 		finalizerDeadlineExceeded.WithLabelValues(string(claim.Status.Provider)).Inc()
@@ -223,6 +233,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		return r.providerError(s, err)
 	}
 	spec.Ref, spec.Owner = machineRef(c), owner(c)
+	// The API server keeps it, so the clone queue's order survives a
+	// restart or a change of leader.
+	spec.Requested = c.CreationTimestamp.Time
 	spec.Network.IPv4CIDR = c.Status.AssignedAddress
 	if ref := c.Spec.UserDataSecretRef; ref != nil {
 		data, err := r.userData(ctx, c.Namespace, ref)
@@ -256,9 +269,10 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		}
 	}
 	if !m.Provisioned || m.State == providers.PowerProvisioning {
-		record(c, m)
+		// Where it is being made is recorded once it is made: each step
+		// would otherwise be a status write of its own.
 		s.machine = &m
-		return skeleton.StopAndRequeue(jitter(pollWhileBusy)), nil
+		return skeleton.StopAndRequeue(r.untilNews(m)), nil
 	}
 	return r.evaluate(ctx, s, m)
 }
@@ -288,14 +302,14 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 	case providers.PowerFailed:
 		return r.beginRetire(ctx, s, ReasonShutDown, "the hypervisor reports the machine failed")
 	case providers.PowerProvisioning, providers.PowerUnknown:
-		return skeleton.StopAndRequeue(jitter(pollWhileBusy)), nil
+		return skeleton.StopAndRequeue(r.untilNews(m)), nil
 	}
 	now := metav1.NewTime(s.now)
 	if c.Status.StartTime == nil {
 		c.Status.StartTime = &now
 	}
 	if len(m.Addresses) == 0 {
-		return skeleton.StopAndRequeue(jitter(pollWhileBusy)), nil
+		return skeleton.StopAndRequeue(jitter(pollForAddress)), nil
 	}
 	if c.Status.ReadyTime == nil {
 		c.Status.ReadyTime = &now
@@ -338,6 +352,17 @@ func (r *Reconciler) retireMachine(ctx context.Context, s *scope) (skeleton.Resu
 	return skeleton.StopAndRequeue(r.backoff.next(c.UID, providers.RetryAfter(err))), nil
 }
 
+// untilNews is how long to wait before looking at a machine still being
+// made: its provider wakes the claim when the task it waits for ends
+// (Machine.WillWake), so the look after ObserveInterval is only in case a
+// wake was lost; otherwise it is polled.
+func (r *Reconciler) untilNews(m providers.Machine) time.Duration {
+	if m.WillWake {
+		return r.ObserveInterval
+	}
+	return jitter(pollWhileBusy)
+}
+
 // finish records that the machine is gone, and why.
 func (r *Reconciler) finish(s *scope, reason, how string) (skeleton.Result, error) {
 	s.claim.Status.TerminationReason = reason
@@ -360,8 +385,13 @@ func (r *Reconciler) providerError(s *scope, err error) (skeleton.Result, error)
 	}
 	s.blocked = &blocker{state: conditions.Waiting, reason: reason, message: err.Error(), keepPhase: true}
 	if errors.Is(err, providers.ErrQueued) {
-		// Queueing is expected under a burst: wait the hint, no escalation.
+		// Queueing is expected under a burst: no escalation. A provider
+		// that wakes the claim when its turn comes (a Waker) is left to
+		// do so; the long look is only in case a wake was lost.
 		s.blocked.state = conditions.Progressing
+		if _, ok := s.provider.(providers.Waker); ok {
+			return skeleton.StopAndRequeue(r.ObserveInterval), nil
+		}
 		return skeleton.StopAndRequeue(jitter(providers.RetryAfter(err))), nil
 	}
 	return skeleton.StopAndRequeue(r.backoff.next(c.UID, providers.RetryAfter(err))), nil

@@ -65,7 +65,7 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 	case s.machine != nil:
 		phase, summary = machineStatus(c, *s.machine)
 	case s.progress != "":
-		phase, summary = hypervisorv1alpha1.MachineProvisioning, provisioning(s.progress)
+		phase, summary = hypervisorv1alpha1.MachineProvisioning, provisioning(c)
 	default:
 		return conditions.Summary{}
 	}
@@ -77,7 +77,7 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 func machineStatus(c *hypervisorv1alpha1.MachineClaim, m providers.Machine) (hypervisorv1alpha1.MachinePhase, conditions.Summary) {
 	switch {
 	case !m.Provisioned || m.State == providers.PowerProvisioning || m.State == providers.PowerUnknown:
-		return hypervisorv1alpha1.MachineProvisioning, provisioning(m.Progress)
+		return hypervisorv1alpha1.MachineProvisioning, provisioning(c)
 	case len(m.Addresses) == 0:
 		return hypervisorv1alpha1.MachineRunning, conditions.Summary{State: conditions.Progressing, Reason: "WaitingForAddress",
 			Message: "the machine runs; waiting for the guest to report an address"}
@@ -86,11 +86,16 @@ func machineStatus(c *hypervisorv1alpha1.MachineClaim, m providers.Machine) (hyp
 		Message: fmt.Sprintf("machine %s is ready at %s on %s", c.Status.MachineName, m.Addresses[0], m.Node)}
 }
 
-func provisioning(progress string) conditions.Summary {
-	if progress == "" {
-		progress = "provisioning"
+// provisioning is the summary of a machine being made. It names no step
+// (cloning, growing the disk, starting): one message from the choice of
+// the machine's name until it runs means one status write, not one per
+// step.
+func provisioning(c *hypervisorv1alpha1.MachineClaim) conditions.Summary {
+	msg := "the machine is being made"
+	if c.Status.MachineName != "" {
+		msg = "machine " + c.Status.MachineName + " is being made"
 	}
-	return conditions.Summary{State: conditions.Progressing, Reason: "Provisioning", Message: "the machine is being made: " + progress}
+	return conditions.Summary{State: conditions.Progressing, Reason: "Provisioning", Message: msg}
 }
 
 func deletionMessage(s *scope) string {
@@ -128,11 +133,20 @@ func terminal(p hypervisorv1alpha1.MachinePhase) bool {
 }
 
 // recordTransition emits an event named for the new phase when the phase
-// changed: a Warning for Failed or Stalled.
+// changed: a Warning for Failed or Stalled. The steps of a normal start
+// (being made, running) are no event, as a Performer's normal start is
+// none: every claim takes them, and an event is an API-server write per
+// claim of a burst. Ready is one, and so is every step back or failure.
 func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from hypervisorv1alpha1.MachinePhase, summary conditions.Summary, s *scope) {
 	if s.released || summary.Reason == "" {
 		return
 	}
 	warning := c.Status.Phase == hypervisorv1alpha1.MachineFailed || summary.State == conditions.Stalled
+	to := c.Status.Phase
+	normalStart := (to == hypervisorv1alpha1.MachineProvisioning && (from == "" || from == hypervisorv1alpha1.MachinePending)) ||
+		(from == hypervisorv1alpha1.MachineProvisioning && to == hypervisorv1alpha1.MachineRunning)
+	if normalStart && !warning {
+		return
+	}
 	skeleton.PhaseEvent(r.Recorder, c, string(from), string(c.Status.Phase), summary.Message, warning)
 }

@@ -313,6 +313,10 @@ func (s *Server) taskList(node string, params map[string]string) []map[string]an
 	userFilter := params["userfilter"]
 	onlyErrors := truthy(params["errors"])
 	source := params["source"]
+	// since and until bound the start time (UNIX seconds), as Proxmox's
+	// task index is filtered.
+	since, _ := strconv.ParseInt(params["since"], 10, 64)
+	until, _ := strconv.ParseInt(params["until"], 10, 64)
 	var rows []map[string]any
 	for i := len(s.taskOrder) - 1; i >= 0; i-- {
 		t := s.tasks[s.taskOrder[i]]
@@ -329,6 +333,9 @@ func (s *Server) taskList(node string, params map[string]string) []map[string]an
 			continue
 		}
 		if onlyErrors && (t.running || t.exit == "OK") {
+			continue
+		}
+		if (since > 0 && t.start.Unix() < since) || (until > 0 && t.start.Unix() > until) {
 			continue
 		}
 		if (source == "" || source == "archive") && t.running && node != "" {
