@@ -9,21 +9,15 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
-
-const runnerVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
-"volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/example/runner-image:2.321.0"}}]}}}}`
 
 // BenchmarkGitHubCost serves GHCOST_JOBS jobs (500) spread over GHCOST_POOLS
 // pools (10) on one personal access token, each pool at most 10 runners,
@@ -114,44 +108,15 @@ func sum(m map[string]int) int {
 // and n pools, pool i serving jobs labelled "pool-i".
 func setup(b *testing.B, ns string, n int) []string {
 	b.Helper()
-	c := testenv.Client()
-	create := func(obj client.Object) {
-		obj.SetNamespace(ns)
-		if err := c.Create(b.Context(), obj); err != nil {
-			b.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
-		}
-	}
-	create(&corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
-		StringData: map[string]string{"token": gh.PAT()},
-	})
-	create(&hypervisorv1alpha1.HypervisorCluster{
-		ObjectMeta: metav1.ObjectMeta{Name: "kv"},
-		Spec:       hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt},
-	})
-	create(&hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "runner"},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "kv"},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}},
-		},
-	})
-	owner, repoName, _ := strings.Cut(repo, "/")
 	var names []string
+	var pools []runnerlab.Pool
 	for i := range n {
 		name := "pool-" + strconv.Itoa(i)
 		names = append(names, name)
-		create(&hypervisorv1alpha1.RunnerPool{
-			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: hypervisorv1alpha1.RunnerPoolSpec{
-				TemplateRef: meta.LocalObjectReference{Name: "runner"},
-				GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: repoName,
-					CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
-				Labels:      []string{name},
-				MinReplicas: 0, MaxReplicas: 10,
-				IdleTTL: &metav1.Duration{Duration: 30 * time.Second},
-			},
-		})
+		pools = append(pools, runnerlab.Pool{Name: name, MaxReplicas: 10, IdleTTL: 30 * time.Second})
+	}
+	if err := lab.Prepare(b.Context(), testenv.Client(), ns, pools...); err != nil {
+		b.Fatal(err)
 	}
 	return names
 }

@@ -12,22 +12,17 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
-
-const runnerVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
-"volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/example/runner-image:2.321.0"}}]}}}}`
 
 // burstSize is RUNNERS_N, the jobs queued at once (500).
 func burstSize(b *testing.B) int {
@@ -151,27 +146,8 @@ func burst(b *testing.B, n, maxReplicas int) {
 // template and the pool.
 func setup(b *testing.B, ns, pool string, maxReplicas int) {
 	b.Helper()
-	owner, name, _ := strings.Cut(repo, "/")
-	for _, o := range []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
-			StringData: map[string]string{"token": gh.PAT()}},
-		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv"},
-			Spec: hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt}},
-		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner"},
-			Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: "kv"},
-				KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}}}},
-		&hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: pool},
-			Spec: hypervisorv1alpha1.RunnerPoolSpec{
-				TemplateRef: meta.LocalObjectReference{Name: "runner"},
-				GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
-					CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
-				Labels: []string{pool}, MinReplicas: 0, MaxReplicas: int32(maxReplicas),
-			}},
-	} {
-		o.SetNamespace(ns)
-		if err := testenv.Client().Create(context.Background(), o); err != nil {
-			b.Fatalf("creating %T %s: %v", o, o.GetName(), err)
-		}
+	if err := lab.Prepare(context.Background(), testenv.Client(), ns, runnerlab.Pool{Name: pool, MaxReplicas: int32(maxReplicas)}); err != nil {
+		b.Fatal(err)
 	}
 }
 

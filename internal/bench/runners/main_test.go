@@ -5,118 +5,45 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/manager"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 )
 
-const (
-	operatorNamespace = "hyperfleet-system"
-	webhookSecret     = "bench-s3cret"
-	repo              = "acme/widgets"
-)
+const repo = runnerlab.Repo
 
 var (
-	kv *kubevirtsim.Simulator
-	gh *githubsim.Server
+	lab *runnerlab.Lab
+	gh  *githubsim.Server
 	// creates records the operator's VirtualMachine creations.
 	creates = &createLog{}
 )
 
-// One manager with production settings (the runner pools' sync interval,
-// timeouts and workers at their defaults) and its webhook receiver, one
-// kubevirtsim, one githubsim delivering to the receiver, and stand-in
-// agents that register each runner once its VM is up.
+// The runner lab (internal/bench/runnerlab): the manager with production
+// settings (the runner pools' sync interval, timeouts and workers at their
+// defaults) and its webhook receiver, kubevirtsim, githubsim delivering to
+// the receiver, and stand-in agents. The manager's transport is wrapped to
+// timestamp its VirtualMachine creations. The budget is GitHub's for an App
+// installation on an enterprise organization: the burst is not throttled
+// by the simulator.
 func TestMain(m *testing.M) {
 	testenv.MainWith(m, func() (func(), error) {
-		ctrl.SetLogger(logr.Discard())
-		ctx, cancel := context.WithCancel(context.Background())
-		fail := func(err error) (func(), error) { cancel(); return nil, err }
-		if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
-			return fail(err)
-		}
-		var err error
-		if kv, err = kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()}); err != nil {
-			return fail(err)
-		}
-		addr, err := freeAddr()
-		if err != nil {
-			return fail(err)
-		}
-		// GitHub's budget for an App installation on an enterprise
-		// organization: the burst is not throttled by the simulator.
-		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: "http://" + addr + "/github/webhook",
-			WebhookSecret: webhookSecret, RateLimit: 15000})
-		if err := gh.Start(); err != nil {
-			return fail(err)
-		}
-		c := testenv.Client()
-		for _, obj := range []client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
-			&corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: "github-webhook", Namespace: operatorNamespace, Labels: map[string]string{meta.CredentialsLabel: "true"}},
-				StringData: map[string]string{"webhookSecret": webhookSecret},
-			},
-		} {
-			if err := c.Create(ctx, obj); err != nil {
-				return fail(err)
-			}
-		}
-		cfg := testenv.Config()
-		// As the production binary: no client-side throttling (see
-		// internal/bench's TestMain).
-		cfg.QPS = -1
-		cfg.Wrap(creates.wrap)
-		mgr, err := manager.New(cfg, manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
-			ObserveInterval: 30 * time.Second, FinalizationTimeout: 10 * time.Minute,
-			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
-			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
-				manager.ControllerMachineClaim, manager.ControllerRunnerPool},
-			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: 15 * time.Second},
+		l, stop, err := runnerlab.Start(context.Background(), runnerlab.Options{
+			Config: testenv.Config(), Client: testenv.Client(), WebhookSecret: "bench-s3cret",
+			RateLimit: 15000, Wrap: creates.wrap,
 		})
 		if err != nil {
-			return fail(err)
+			return nil, err
 		}
-		stopManager := testenv.StartManager(mgr)
-		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(),
-			PowerOff: func(_ context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
-				return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
-			}}
-		agents.Start(ctx)
-		return func() {
-			cancel()
-			stopManager()
-			gh.Close()
-			kv.Stop()
-		}, nil
+		lab, gh = l, l.GitHub
+		return stop, nil
 	})
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
 }
 
 // createLog timestamps each VirtualMachine POST the operator sends (the
