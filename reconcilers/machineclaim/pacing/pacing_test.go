@@ -181,7 +181,9 @@ func TestFreedCloneSlotGoesToTheLongestWaitingClaim(t *testing.T) {
 // old one started) to the claims in the order they were made.
 func TestANewManagerKeepsTheQueueOrder(t *testing.T) {
 	stopFirst := startOperator(t)
-	l := hypervisorlab.Proxmox(t, oneCloneSlot(10*time.Second))
+	// Long enough that the queue is still there through a restart on a
+	// loaded CI machine (10 s was not).
+	l := hypervisorlab.Proxmox(t, oneCloneSlot(30*time.Second))
 	want := []string{"claim-c", "claim-b", "claim-a"}
 	claimsInOrder(l, want...)
 	waitQueued(l, want[1:]...)
