@@ -159,7 +159,9 @@ func TestOneTaskListingPerNodeServesEveryClaim(t *testing.T) {
 // provider handing over the slot and waking the claim can move them.
 func TestFreedCloneSlotGoesToTheLongestWaitingClaim(t *testing.T) {
 	startOperator(t)
-	l := hypervisorlab.Proxmox(t, oneCloneSlot(6*time.Second))
+	// Long enough that the later claims queue behind it on a loaded
+	// machine (6 s was not).
+	l := hypervisorlab.Proxmox(t, oneCloneSlot(30*time.Second))
 	want := []string{"claim-c", "claim-b", "claim-a"}
 	claimsInOrder(l, want...)
 	waitQueued(l, want[1:]...)
