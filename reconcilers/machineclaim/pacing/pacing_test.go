@@ -165,17 +165,7 @@ func TestFreedCloneSlotGoesToTheLongestWaitingClaim(t *testing.T) {
 	want := []string{"claim-c", "claim-b", "claim-a"}
 	claimsInOrder(l, want...)
 	waitQueued(l, want[1:]...)
-	firstCloneRunning(l)
-	// The queued clones need not take as long.
-	lat := proxmoxsim.DefaultLatencies()
-	lat.Clone = 300 * time.Millisecond
-	l.Sim.SetLatencies(lat)
-	if got := cloneOrder(l, want...); !slices.Equal(got, want) {
-		t.Fatalf("clones started in the order %v, want the claims' order %v", got, want)
-	}
-	for _, n := range want {
-		l.WaitReason(&hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: n}}, "MachineReady", time.Minute)
-	}
+	admittedInOrder(t, l, "clones started", want)
 }
 
 // The queue's order is the API server's: a new manager, which knows
@@ -191,12 +181,20 @@ func TestANewManagerKeepsTheQueueOrder(t *testing.T) {
 	waitQueued(l, want[1:]...)
 	stopFirst()
 	startOperator(t)
+	admittedInOrder(t, l, "after the restart clones started", want)
+}
+
+// admittedInOrder waits for the first clone, lets the queued ones run
+// fast (they need not take as long), and checks that they were cloned in
+// want's order and all turn Ready.
+func admittedInOrder(t *testing.T, l *hypervisorlab.Lab, what string, want []string) {
+	t.Helper()
 	firstCloneRunning(l)
 	lat := proxmoxsim.DefaultLatencies()
 	lat.Clone = 300 * time.Millisecond
 	l.Sim.SetLatencies(lat)
 	if got := cloneOrder(l, want...); !slices.Equal(got, want) {
-		t.Fatalf("after the restart clones started in the order %v, want the claims' order %v", got, want)
+		t.Fatalf("%s in the order %v, want the claims' order %v", what, got, want)
 	}
 	for _, n := range want {
 		l.WaitReason(&hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: n}}, "MachineReady", time.Minute)
