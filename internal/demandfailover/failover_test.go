@@ -200,6 +200,11 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 		len(deliveries), ok2xx, redelivered, failover.Round(100*time.Millisecond), jobs, len(made), idle, duplicates, svc.counts())
 	if idle > 0 {
 		t.Errorf("%d runners were made that took no job: scale-up counted a job twice", idle)
+		for _, name := range made {
+			if byRunner[name] == 0 {
+				t.Logf("made for no job: %s", lagAt(gh, ids, claims.madeAt(name), killedAt))
+			}
+		}
 	}
 	if exits := ops.UnexpectedExits(); len(exits) > 0 {
 		t.Errorf("replicas exited on their own: %v", exits)
@@ -392,7 +397,13 @@ func holder(ctx context.Context) string {
 // claims already deleted are counted too.
 type claimLog struct {
 	mu   sync.Mutex
-	seen map[string]bool
+	seen map[string]time.Time
+}
+
+func (l *claimLog) madeAt(name string) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.seen[name]
 }
 
 func (l *claimLog) count() int {
@@ -422,7 +433,7 @@ func watchClaims(t *testing.T, ctx context.Context) *claimLog {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.Stop)
-	l := &claimLog{seen: map[string]bool{}}
+	l := &claimLog{seen: map[string]time.Time{}}
 	go func() {
 		for ev := range w.ResultChan() {
 			if ev.Type != watch.Added {
@@ -430,10 +441,47 @@ func watchClaims(t *testing.T, ctx context.Context) *claimLog {
 			}
 			if c, ok := ev.Object.(*hypervisorv1alpha1.MachineClaim); ok {
 				l.mu.Lock()
-				l.seen[c.Name] = true
+				l.seen[c.Name] = time.Now()
 				l.mu.Unlock()
 			}
 		}
 	}()
 	return l
+}
+
+// lagAt describes, at the moment a runner was made, how far the recorded
+// demand trailed GitHub: jobs still waiting for a runner, and jobs a
+// runner had taken (or finished) whose delivery saying so was not answered
+// yet. It is printed for each runner made for no job.
+func lagAt(gh *githubsim.Server, ids []int64, at, killedAt time.Time) string {
+	answered := map[string]time.Time{}
+	for _, d := range gh.Deliveries() {
+		if d.StatusCode/100 == 2 {
+			key := fmt.Sprintf("%d/%s", d.JobID, d.Action)
+			if prev, ok := answered[key]; !ok || d.DeliveredAt.Before(prev) {
+				answered[key] = d.DeliveredAt
+			}
+		}
+	}
+	before := func(key string) bool { t, ok := answered[key]; return ok && !t.After(at) }
+	waiting, startedUnrecorded, doneUnrecorded := 0, 0, 0
+	for _, id := range ids {
+		j, _ := gh.Job(id)
+		switch {
+		case j.StartedAt.IsZero() || j.StartedAt.After(at):
+			if !j.CreatedAt.After(at) {
+				waiting++
+			}
+		case j.CompletedAt.IsZero() || j.CompletedAt.After(at):
+			if !before(fmt.Sprintf("%d/in_progress", id)) {
+				startedUnrecorded++
+			}
+		default:
+			if !before(fmt.Sprintf("%d/completed", id)) && !before(fmt.Sprintf("%d/in_progress", id)) {
+				doneUnrecorded++
+			}
+		}
+	}
+	return fmt.Sprintf("made %s after the kill; then %d jobs waited for a runner, %d had started and %d finished with no in_progress or completed answered",
+		at.Sub(killedAt).Round(100*time.Millisecond), waiting, startedUnrecorded, doneUnrecorded)
 }

@@ -161,8 +161,9 @@ type poolDemand struct {
 	records []hypervisorv1alpha1.RunnerJob
 	// queued jobs wait for a runner; waiting ones for an approval.
 	queued, waiting int
-	// runners of InProgress records: the runners known to hold a job.
-	running map[string]bool
+	// named: the runners a record names (InProgress or Completed): the
+	// runners whose job the records already account for.
+	named map[string]bool
 }
 
 // readDemand reads the pool's RunnerJobs from the cache.
@@ -178,34 +179,43 @@ func (r *Reconciler) readDemand(ctx context.Context, pool *hypervisorv1alpha1.Ru
 
 // count tallies the records, after a read or after the poll changed some.
 func (d *poolDemand) count() {
-	d.queued, d.waiting, d.running = 0, 0, map[string]bool{}
+	d.queued, d.waiting, d.named = 0, 0, map[string]bool{}
 	for _, j := range d.records {
 		switch j.Status.State {
 		case hypervisorv1alpha1.JobQueued:
 			d.queued++
 		case hypervisorv1alpha1.JobWaiting:
 			d.waiting++
-		case hypervisorv1alpha1.JobInProgress:
+		case hypervisorv1alpha1.JobInProgress, hypervisorv1alpha1.JobCompleted:
 			if j.Status.RunnerName != "" {
-				d.running[j.Status.RunnerName] = true
+				d.named[j.Status.RunnerName] = true
 			}
 		}
 	}
 }
 
-// want is the runners the demand needs: one per queued job, plus the busy
-// runners whose job is recorded InProgress. A busy runner whose job is not
-// recorded InProgress yet (its delivery is on its way) most likely runs one
-// of the queued jobs, so it is not added on top: counting it twice is what
-// would make a second runner for one job.
-func (d *poolDemand) want(busy []*hypervisorv1alpha1.MachineClaim) int {
-	accounted := 0
-	for _, c := range busy {
-		if d.running[c.Name] {
-			accounted++
+// want is the runners the demand needs: every busy runner, plus one per
+// queued job no runner has taken yet. The records trail GitHub: a job's
+// in_progress and completed deliveries can arrive seconds after its runner
+// took it, or, at a failover, only once redelivered. A runner that is busy,
+// or that finished a job (finished), and that no record names most likely
+// took one of the jobs still recorded queued, so each such runner stands for
+// one of them: counting both is what would make a second runner for one job.
+func (d *poolDemand) want(busy, finished []*hypervisorv1alpha1.MachineClaim) int {
+	taken := 0
+	for _, c := range append(busy[:len(busy):len(busy)], finished...) {
+		if !d.named[c.Name] {
+			taken++
 		}
 	}
-	return max(len(busy), d.queued+accounted)
+	return len(busy) + max(0, d.queued-taken)
+}
+
+// unrecorded reports whether c, a runner that finished a job, ran a job no
+// record names yet: its claim stays (stopped) while it stands for one of
+// the queued records, so the count survives a failover.
+func (d *poolDemand) unrecorded(c *hypervisorv1alpha1.MachineClaim) bool {
+	return !d.named[c.Name]
 }
 
 // pruneJobs deletes the pool's finished records once past the retention,

@@ -130,37 +130,42 @@ func TestConcurrentRecordsConverge(t *testing.T) {
 	}
 }
 
-// want: one runner per queued job plus the busy runners whose job is
-// recorded; a busy runner whose job is still recorded queued is that job's
-// runner, not one more.
+// want: every busy runner plus one per queued job no runner took yet; a
+// busy or finished runner no record names is the runner of a job still
+// recorded queued, not one more.
 func TestDemandWant(t *testing.T) {
-	claim := func(name string) *hypervisorv1alpha1.MachineClaim {
-		return &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	claims := func(names []string) []*hypervisorv1alpha1.MachineClaim {
+		var out []*hypervisorv1alpha1.MachineClaim
+		for _, n := range names {
+			out = append(out, &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: n}})
+		}
+		return out
 	}
 	cases := []struct {
-		name    string
-		queued  int
-		running []string
-		busy    []string
-		want    int
+		name     string
+		queued   int
+		named    []string
+		busy     []string
+		finished []string
+		want     int
 	}{
-		{"nothing", 0, nil, nil, 0},
-		{"three queued", 3, nil, nil, 3},
-		{"a runner took one, its in_progress not yet recorded", 2, nil, []string{"a"}, 2},
-		{"and recorded", 2, []string{"a"}, []string{"a"}, 3},
-		{"busy runners with jobs never recorded", 0, nil, []string{"a", "b"}, 2},
-		{"a recorded runner that is gone", 1, []string{"gone"}, nil, 1},
+		{"nothing", 0, nil, nil, nil, 0},
+		{"three queued", 3, nil, nil, nil, 3},
+		{"a runner took one, its in_progress not yet recorded", 2, nil, []string{"a"}, nil, 2},
+		{"and recorded", 2, []string{"a"}, []string{"a"}, nil, 3},
+		{"busy runners with jobs never recorded", 0, nil, []string{"a", "b"}, nil, 2},
+		{"a recorded runner that is gone", 1, []string{"gone"}, nil, nil, 1},
+		{"a runner finished a job still recorded queued", 2, nil, nil, []string{"a"}, 1},
+		{"a runner finished a job recorded completed", 2, []string{"a"}, nil, []string{"a"}, 2},
+		{"more finished runners than queued jobs", 1, nil, []string{"b"}, []string{"a", "c"}, 1},
+		{"a listing still shows busy a runner whose job is recorded completed", 1, []string{"a"}, []string{"a"}, nil, 2},
 	}
 	for _, tc := range cases {
-		d := &poolDemand{queued: tc.queued, running: map[string]bool{}}
-		for _, r := range tc.running {
-			d.running[r] = true
+		d := &poolDemand{queued: tc.queued, named: map[string]bool{}}
+		for _, r := range tc.named {
+			d.named[r] = true
 		}
-		var busy []*hypervisorv1alpha1.MachineClaim
-		for _, b := range tc.busy {
-			busy = append(busy, claim(b))
-		}
-		if got := d.want(busy); got != tc.want {
+		if got := d.want(claims(tc.busy), claims(tc.finished)); got != tc.want {
 			t.Errorf("%s: want() = %d, want %d", tc.name, got, tc.want)
 		}
 	}

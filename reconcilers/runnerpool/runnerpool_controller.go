@@ -76,7 +76,10 @@ type poolMemory struct {
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
-	lastPoll time.Time
+	// finishedAt: when a finished runner whose job no record names was
+	// first held back from retirement (holdFinished).
+	finishedAt map[string]time.Time
+	lastPoll   time.Time
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
@@ -136,7 +139,7 @@ func (r *Reconciler) memory(key types.NamespacedName) *poolMemory {
 	}
 	m, ok := r.pools[key]
 	if !ok {
-		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, creating: map[string]time.Time{}}
+		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
 		r.pools[key] = m
 	}
 	return m

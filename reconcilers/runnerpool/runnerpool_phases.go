@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -97,6 +98,9 @@ type observed struct {
 	pending, idle, busy []*hypervisorv1alpha1.MachineClaim
 	// gone: claims whose machine ended or whose runner finished its job.
 	gone []*hypervisorv1alpha1.MachineClaim
+	// finished: the gone claims whose runner ran a job (an ephemeral
+	// runner deregisters itself after its one job).
+	finished []*hypervisorv1alpha1.MachineClaim
 	// deleting: claims being deleted, by the pool or by someone else.
 	deleting []*hypervisorv1alpha1.MachineClaim
 	// orphans: registrations with the pool's label and no machine.
@@ -154,7 +158,21 @@ func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Res
 // registrations that never came online in time, idle runners past their
 // lifetime, and registrations left without a machine.
 func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Result, error) {
+	holding := map[string]bool{}
+	for _, c := range s.obs.finished {
+		if r.holdFinished(s, c) {
+			holding[c.Name] = true
+		}
+	}
+	for name := range s.mem.finishedAt {
+		if !slices.ContainsFunc(s.obs.finished, func(c *hypervisorv1alpha1.MachineClaim) bool { return c.Name == name }) {
+			delete(s.mem.finishedAt, name)
+		}
+	}
 	for _, c := range s.obs.gone {
+		if holding[c.Name] {
+			continue
+		}
 		if ok := r.retire(ctx, s, s.gh, s.gscope, *s.obs, c); !ok {
 			s.pendingDereg++
 		}
@@ -318,6 +336,9 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 		switch {
 		case c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed:
 			obs.gone = append(obs.gone, c)
+			if ranJob(pool, c, registered, s.mem.seenOnline[c.Name]) {
+				obs.finished = append(obs.finished, c)
+			}
 		case registered && rn.Online() && rn.Busy:
 			s.mem.seenOnline[c.Name] = true
 			delete(s.mem.idleSince, c.Name)
@@ -336,6 +357,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			// An ephemeral runner deregisters itself after its job: the
 			// machine has nothing more to do.
 			obs.gone = append(obs.gone, c)
+			obs.finished = append(obs.finished, c)
 		case age > registrationTimeout(pool):
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "RegistrationTimeout", "Scale",
 				"Runner %s did not come online within %s; removing its registration and machine", c.Name, registrationTimeout(pool))
@@ -369,8 +391,42 @@ func (r *Reconciler) desired(s *scope, obs observed) int {
 	if spec.Replicas != nil {
 		floor = int(*spec.Replicas)
 	}
-	want := max(floor, s.demand.want(obs.busy))
+	want := max(floor, s.demand.want(obs.busy, obs.finished))
 	return max(min(want, int(spec.MaxReplicas)), int(spec.MinReplicas))
+}
+
+// ranJob reports whether a claim whose machine ended ran a job: its runner
+// was seen online and is no longer registered (it deregistered itself after
+// its job). A process that never saw it online (a new leader) takes a JIT
+// runner's missing registration as the same sign: a JIT registration exists
+// from the claim's creation until the runner removes it after its job.
+func ranJob(pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineClaim, registered, seenOnline bool) bool {
+	if registered || c.Status.Phase != hypervisorv1alpha1.MachineTerminated {
+		return false
+	}
+	return seenOnline || pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken
+}
+
+// finishedGrace bounds how long a finished runner whose job no record names
+// is kept standing for a queued record: its job's deliveries normally land
+// within seconds, a lost one is redelivered or the poll (every minute by
+// default) catches up; past this the record is taken at its word.
+const finishedGrace = 2 * time.Minute
+
+// holdFinished reports whether finished claim c is kept a while longer
+// instead of retired: no record names its runner yet, so it stands for one
+// of the jobs recorded queued (poolDemand.want), and its claim is what
+// carries that across a failover. Its machine is already stopped.
+func (r *Reconciler) holdFinished(s *scope, c *hypervisorv1alpha1.MachineClaim) bool {
+	if !s.demand.unrecorded(c) {
+		return false
+	}
+	at, ok := s.mem.finishedAt[c.Name]
+	if !ok {
+		at = s.now
+		s.mem.finishedAt[c.Name] = at
+	}
+	return s.now.Sub(at) < finishedGrace
 }
 
 // retire removes a claim whose runner is over: registration first (so
