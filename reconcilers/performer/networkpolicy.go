@@ -4,24 +4,39 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/serverside"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
-// ReasonObjectConflict: an object the Performer makes (its NetworkPolicy)
-// has a name someone else's object already holds.
+// ReasonObjectConflict: an object the Performer needs (its Service, or the
+// namespace's performer NetworkPolicy) has a name someone else's object
+// already holds.
 const ReasonObjectConflict = "ObjectConflict"
+
+// NetworkPolicyName is the one NetworkPolicy of a namespace's performers.
+// One per namespace, not one per Performer: every performer Pod names its
+// gRPC port "grpc", so one policy selecting them all admits the executors
+// to each Pod's own port, and a Performer costs no write for it (a
+// thousand Performers made at once cost one, not a thousand:
+// make bench-performers).
+const NetworkPolicyName = "hourglass-performers"
 
 // The executor Pods a performer's gRPC port admits, by the labels they
 // carry: an HourglassExecutor's Deployment (reconcilers/executor), and the
@@ -32,27 +47,60 @@ var executorPeers = []map[string]string{
 	{"app.kubernetes.io/part-of": "hourglass", "component": "executor"},
 }
 
-// NetworkPolicyName is the Performer's NetworkPolicy: performer-<name>,
-// beside the Service of the same name.
-func NetworkPolicyName(performerName string) string { return ServiceName(performerName) }
+// policies remembers, per namespace, that this process applied the
+// namespace's policy as desired: a reconcile that runs before the cache
+// shows it does not apply it again. A deletion seen by the watch clears
+// it (forgetPolicy), so a policy someone deletes is made again.
+type policies struct {
+	mu      sync.Mutex
+	locks   map[string]*sync.Mutex
+	applied map[string]bool
+}
 
-// isolate keeps the NetworkPolicy that lets only executor Pods of the
-// Performer's namespace reach its Pods' gRPC port. The Performer owns it,
-// not the HourglassExecutor: performers are as often made by an executor
-// HyperFleet does not run (ponos creates them itself), it lives and goes
-// with its Performer (the garbage collector), and its port follows
-// grpcPort in the reconcile that moves the Service. A failure here does
-// not hold up the roll: the performer still serves, only unisolated.
+func (p *policies) lock(ns string) func() {
+	p.mu.Lock()
+	if p.locks == nil {
+		p.locks, p.applied = map[string]*sync.Mutex{}, map[string]bool{}
+	}
+	l, ok := p.locks[ns]
+	if !ok {
+		l = &sync.Mutex{}
+		p.locks[ns] = l
+	}
+	p.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+// isolate keeps the namespace's NetworkPolicy that lets only executor Pods
+// of the namespace reach its performer Pods' gRPC port, and removes the
+// per-Performer policy earlier versions made (performer-<name>, owned by
+// the Performer). A failure here does not hold up the roll: the performer
+// still serves, only unisolated.
 func (r *Reconciler) isolate(ctx context.Context, s *scope) (skeleton.Result, error) {
-	p := s.perf
-	want, err := r.desiredNetworkPolicy(p)
-	if err != nil {
+	if err := r.dropLegacyPolicy(ctx, s.perf); err != nil {
 		return skeleton.Continue(), err
 	}
-	have := &networkingv1.NetworkPolicy{}
+	conflict, err := r.ensurePolicy(ctx, s.perf.Namespace)
+	if conflict != "" {
+		s.serviceConflict = &specError{reason: ReasonObjectConflict, message: conflict}
+	}
+	return skeleton.Continue(), err
+}
+
+// ensurePolicy makes or corrects the namespace's policy. It returns what
+// to tell the user when the name is someone else's.
+func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error) {
+	want := desiredNetworkPolicy(ns)
 	key := client.ObjectKeyFromObject(want)
-	err = r.Client.Get(ctx, key, have)
+	unlock := r.policies.lock(ns)
+	defer unlock()
+	have := &networkingv1.NetworkPolicy{}
+	err := r.Client.Get(ctx, key, have)
 	if apierrors.IsNotFound(err) {
+		if r.policies.applied[ns] {
+			return "", nil // made here; the cache does not show it yet
+		}
 		// The cache holds only the operator's; someone else's of this name
 		// is refused, not taken over (see ensureService).
 		err = r.APIReader.Get(ctx, key, have)
@@ -60,38 +108,91 @@ func (r *Reconciler) isolate(ctx context.Context, s *scope) (skeleton.Result, er
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return skeleton.Continue(), fmt.Errorf("reading the NetworkPolicy: %w", err)
-	case !metav1.IsControlledBy(have, p):
-		s.serviceConflict = &specError{reason: ReasonObjectConflict, message: fmt.Sprintf(
-			"NetworkPolicy %s exists and is not managed by this Performer: delete or rename it so the operator can make its own", have.Name)}
-		return skeleton.Continue(), nil
+		return "", fmt.Errorf("reading NetworkPolicy %s: %w", key, err)
+	case have.Labels[meta.ManagedByLabel] != meta.ManagedByValue:
+		return fmt.Sprintf("NetworkPolicy %s exists and is not managed by HyperFleet: delete or rename it so the operator can isolate the namespace's performers", have.Name), nil
 	case apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && labelsInclude(have.Labels, want.Labels):
-		return skeleton.Continue(), nil
+		r.policies.applied[ns] = true
+		return "", nil
 	}
 	if err := serverside.Apply(ctx, r.Client, FieldOwner, want); err != nil {
-		return skeleton.Continue(), fmt.Errorf("applying the NetworkPolicy: %w", err)
+		return "", fmt.Errorf("applying NetworkPolicy %s: %w", key, err)
 	}
-	return skeleton.Continue(), nil
+	r.policies.applied[ns] = true
+	return "", nil
 }
 
-func (r *Reconciler) desiredNetworkPolicy(p *hourglassv1alpha1.Performer) (*networkingv1.NetworkPolicy, error) {
+// syncPolicy runs when a namespace's policy changed, or a Performer went:
+// the policy is kept while the namespace has a Performer, and deleted with
+// the last one (it has no owner the garbage collector could follow).
+func (r *Reconciler) syncPolicy(ctx context.Context, ns string) error {
+	var list hourglassv1alpha1.PerformerList
+	if err := r.Client.List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return fmt.Errorf("listing the namespace's Performers: %w", err)
+	}
+	if len(list.Items) > 0 {
+		_, err := r.ensurePolicy(ctx, ns)
+		return err
+	}
+	unlock := r.policies.lock(ns)
+	defer unlock()
+	delete(r.policies.applied, ns)
+	have := &networkingv1.NetworkPolicy{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: NetworkPolicyName}, have); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if have.Labels[meta.ManagedByLabel] != meta.ManagedByValue {
+		return nil
+	}
+	err := r.Client.Delete(ctx, have, client.Preconditions{UID: &have.UID})
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
+		return nil
+	}
+	return err
+}
+
+// forgetPolicy is the watch's news that a namespace's policy was deleted.
+func (r *Reconciler) forgetPolicy(ns string) {
+	unlock := r.policies.lock(ns)
+	defer unlock()
+	delete(r.policies.applied, ns)
+}
+
+// dropLegacyPolicy deletes the performer-<name> policy an earlier version
+// made for this Performer alone: the namespace's policy replaces it.
+func (r *Reconciler) dropLegacyPolicy(ctx context.Context, p *hourglassv1alpha1.Performer) error {
+	old := &networkingv1.NetworkPolicy{}
+	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: ServiceName(p.Name)}, old); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if !metav1.IsControlledBy(old, p) {
+		return nil
+	}
+	if err := r.Client.Delete(ctx, old, client.Preconditions{UID: &old.UID}); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the per-Performer NetworkPolicy %s: %w", old.Name, err)
+	}
+	return nil
+}
+
+func desiredNetworkPolicy(ns string) *networkingv1.NetworkPolicy {
 	var from []networkingv1.NetworkPolicyPeer
 	for _, peer := range executorPeers {
 		from = append(from, networkingv1.NetworkPolicyPeer{PodSelector: &metav1.LabelSelector{MatchLabels: maps.Clone(peer)}})
 	}
-	// The port by name: each Pod's own, so during a port change the old
-	// revision stays reachable on its port until the new one serves.
+	// The port by name: each Pod's own, so Performers on different ports,
+	// and a port change's old revision, are all admitted on theirs.
 	port := intstr.FromString(portName)
 	tcp := corev1.ProtocolTCP
-	np := &networkingv1.NetworkPolicy{
+	return &networkingv1.NetworkPolicy{
 		TypeMeta: metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name:      NetworkPolicyName(p.Name),
-			Namespace: p.Namespace,
-			Labels:    commonLabels(p),
+			Name:      NetworkPolicyName,
+			Namespace: ns,
+			Labels:    map[string]string{labelName: appName, meta.ManagedByLabel: meta.ManagedByValue},
 		},
 		Spec: networkingv1.NetworkPolicySpec{
-			PodSelector: metav1.LabelSelector{MatchLabels: selectorLabels(p)},
+			// Every performer Pod the operator made, of any Performer.
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{labelName: appName, meta.ManagedByLabel: meta.ManagedByValue}},
 			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 			Ingress: []networkingv1.NetworkPolicyIngressRule{{
 				From:  from,
@@ -99,10 +200,6 @@ func (r *Reconciler) desiredNetworkPolicy(p *hourglassv1alpha1.Performer) (*netw
 			}},
 		},
 	}
-	if err := controllerutil.SetControllerReference(p, np, r.Scheme); err != nil {
-		return nil, err
-	}
-	return np, nil
 }
 
 func labelsInclude(have, want map[string]string) bool {
@@ -112,4 +209,40 @@ func labelsInclude(have, want map[string]string) bool {
 		}
 	}
 	return true
+}
+
+// policyEvents turns NetworkPolicy events into requests: the namespace's
+// policy into a request of its own name (a Performer of that name, if
+// any, is reconciled as usual; else the request syncs the policy), and an
+// earlier version's per-Performer policy into its Performer's. A deleted
+// namespace policy is forgotten first, so it is made again.
+func (r *Reconciler) policyEvents() handler.EventHandler {
+	toRequest := func(o client.Object) []reconcile.Request {
+		if o.GetName() == NetworkPolicyName {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: NetworkPolicyName}}}
+		}
+		if ref := metav1.GetControllerOf(o); ref != nil && ref.Kind == "Performer" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: ref.Name}}}
+		}
+		return nil
+	}
+	add := func(q workqueue.TypedRateLimitingInterface[reconcile.Request], o client.Object) {
+		for _, req := range toRequest(o) {
+			q.Add(req)
+		}
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.Object)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(q, e.ObjectNew)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if e.Object.GetName() == NetworkPolicyName {
+				r.forgetPolicy(e.Object.GetNamespace())
+			}
+			add(q, e.Object)
+		},
+	}
 }

@@ -57,6 +57,9 @@ type Reconciler struct {
 	// written holds, per Performer, the status last written while the
 	// cache does not show it yet (written.go).
 	written sync.Map
+	// policies serializes and remembers each namespace's NetworkPolicy
+	// (networkpolicy.go).
+	policies policies
 }
 
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=performers,verbs=get;list;watch
@@ -103,7 +106,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Every Pod change matters: its phase and readiness drive the roll.
 		Owns(&corev1.Pod{}).
 		Owns(&corev1.Service{}).
-		Owns(&networkingv1.NetworkPolicy{}).
+		// The namespace's policy has no owner: its events reach the
+		// reconciler as a request named after it (policyEvents).
+		Watches(&networkingv1.NetworkPolicy{}, r.policyEvents()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -169,8 +174,11 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		if apierrors.IsNotFound(err) {
 			r.forget(req.NamespacedName)
 			r.written.Delete(req.NamespacedName)
+			// A Performer went, or the namespace's policy changed: the
+			// policy stays while a Performer does.
+			return ctrl.Result{}, r.syncPolicy(ctx, req.Namespace)
 		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		return ctrl.Result{}, err
 	}
 	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, perf); stop {
 		return res, err

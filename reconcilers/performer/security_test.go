@@ -11,12 +11,16 @@ import (
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/performer"
 )
 
@@ -67,22 +71,36 @@ func TestBaselineOptOut(t *testing.T) {
 	}
 }
 
-// Each Performer gets a NetworkPolicy that admits only executor Pods (ours
-// and the original chart's) to its Pods' gRPC port, owned by the Performer
-// so the garbage collector removes it with it. No CNI enforces it in the
-// test cluster; this checks the object.
+// A namespace's Performers share one NetworkPolicy that admits only
+// executor Pods (ours and the original chart's) to their Pods' gRPC port:
+// made with the first Performer, kept while one is left, made again if
+// someone deletes it, and deleted with the last Performer. A policy an
+// earlier version made for one Performer (performer-<name>, owned by it)
+// is removed. No CNI enforces it in the test cluster; this checks the
+// objects.
 func TestNetworkPolicy(t *testing.T) {
 	e := newEnv(t)
-	p := e.performer("fenced")
+	fenced := e.performer("fenced")
+	// An earlier version's own policy for "fenced".
+	legacy := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Name: performer.ServiceName("fenced"), Namespace: e.ns,
+		Labels: map[string]string{meta.ManagedByLabel: meta.ManagedByValue}}}
+	if err := controllerutil.SetControllerReference(fenced, legacy, testenv.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	legacy.Spec.PodSelector = metav1.LabelSelector{MatchLabels: map[string]string{performer.LabelPerformer: "fenced"}}
+	if err := e.c.Create(context.Background(), legacy); err != nil {
+		t.Fatal(err)
+	}
+	second := e.performer("second", func(p *hourglassv1alpha1.Performer) { p.Spec.Config.GRPCPort = 9090 })
 	np := &networkingv1.NetworkPolicy{}
 	eventually.That(t, 20*time.Second, func() (bool, string) {
-		err := e.get(performer.NetworkPolicyName("fenced"), np)
+		err := e.get(performer.NetworkPolicyName, np)
 		return err == nil, fmt.Sprintf("NetworkPolicy: %v", err)
 	})
 	port := intstr.FromString("grpc")
 	tcp := corev1.ProtocolTCP
 	want := networkingv1.NetworkPolicySpec{
-		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{performer.LabelPerformer: "fenced"}},
+		PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app.kubernetes.io/name": "hourglass-performer", meta.ManagedByLabel: meta.ManagedByValue}},
 		PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
 		Ingress: []networkingv1.NetworkPolicyIngressRule{{
 			From: []networkingv1.NetworkPolicyPeer{
@@ -95,20 +113,52 @@ func TestNetworkPolicy(t *testing.T) {
 	if !equality.Semantic.DeepEqual(np.Spec, want) {
 		t.Errorf("NetworkPolicy spec = %+v, want %+v", np.Spec, want)
 	}
-	if !metav1.IsControlledBy(np, p) {
-		t.Errorf("NetworkPolicy owners = %v, want the Performer", np.OwnerReferences)
+	if len(np.OwnerReferences) != 0 {
+		t.Errorf("NetworkPolicy owners = %v, want none: it is the namespace's", np.OwnerReferences)
 	}
-	// The Performer's Pods carry the label the policy selects.
-	if pod := e.waitPod("fenced", 20*time.Second, anyPod); pod.Labels[performer.LabelPerformer] != "fenced" {
-		t.Errorf("Pod labels %v", pod.Labels)
+	// Both Performers' Pods carry the labels the policy selects, and name
+	// their port as it admits, whatever its number.
+	for _, name := range []string{"fenced", "second"} {
+		pod := e.waitPod(name, 20*time.Second, anyPod)
+		sel, _ := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if !sel.Matches(labels.Set(pod.Labels)) || pod.Spec.Containers[0].Ports[0].Name != "grpc" {
+			t.Errorf("Pod %s labels %v ports %v: not selected, or its port not named grpc", pod.Name, pod.Labels, pod.Spec.Containers[0].Ports)
+		}
 	}
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		err := e.get(legacy.Name, &networkingv1.NetworkPolicy{})
+		return isGone(err), fmt.Sprintf("the earlier version's per-Performer policy: %v", err)
+	})
 
-	if err := e.c.Delete(context.Background(), p); err != nil {
+	// Someone deletes it: it is made again.
+	if err := e.c.Delete(context.Background(), np); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		again := &networkingv1.NetworkPolicy{}
+		err := e.get(performer.NetworkPolicyName, again)
+		return err == nil && again.UID != np.UID, fmt.Sprintf("NetworkPolicy after its deletion: %v", err)
+	})
+
+	// One Performer goes: the policy stays for the other. The last goes: so
+	// does the policy.
+	if err := e.c.Delete(context.Background(), fenced); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		err := e.get("fenced", &hourglassv1alpha1.Performer{})
+		return isGone(err), fmt.Sprintf("Performer fenced: %v", err)
+	})
+	eventually.That(t, 5*time.Second, func() (bool, string) {
+		err := e.get(performer.NetworkPolicyName, &networkingv1.NetworkPolicy{})
+		return err == nil, fmt.Sprintf("NetworkPolicy with one Performer left: %v", err)
+	})
+	if err := e.c.Delete(context.Background(), second); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 30*time.Second, func() (bool, string) {
-		err := e.get(performer.NetworkPolicyName("fenced"), &networkingv1.NetworkPolicy{})
-		return isGone(err), fmt.Sprintf("NetworkPolicy after its Performer was deleted: %v", err)
+		err := e.get(performer.NetworkPolicyName, &networkingv1.NetworkPolicy{})
+		return isGone(err), fmt.Sprintf("NetworkPolicy after the last Performer was deleted: %v", err)
 	})
 }
 

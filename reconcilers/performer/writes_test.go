@@ -122,9 +122,10 @@ func performerMetric(t *testing.T, name string) float64 {
 	return sum
 }
 
-// A Performer costs five writes from nothing to Ready: its Pod, its
-// NetworkPolicy, its Service and its status once they exist (one pass),
-// then its status once Ready. The steps between (the Pod bound, waiting for its kubelet) and a
+// A Performer costs four writes from nothing to Ready: its Pod, its
+// Service and its status once they exist (one pass), then its status once
+// Ready; the first Performer of a namespace also makes the namespace's
+// NetworkPolicy (one for all of them). The steps between (the Pod bound, waiting for its kubelet) and a
 // reconcile with nothing new write nothing, and neither does a first start
 // as an event.
 func TestWritesPerPerformer(t *testing.T) {
@@ -132,7 +133,7 @@ func TestWritesPerPerformer(t *testing.T) {
 	e.performer("counted", hold)
 	pod := e.waitPod("counted", 20*time.Second, func(p corev1.Pod) bool { return p.Spec.NodeName != "" })
 	e.settle(pod.Name)
-	served := []string{"POST pods", "PATCH networkpolicies/performer-counted", "PATCH services/performer-counted", "PATCH performers/counted/status"}
+	served := []string{"POST pods", "PATCH networkpolicies/hourglass-performers", "PATCH services/performer-counted", "PATCH performers/counted/status"}
 	if got := writes.in(e.ns); !sameWrites(got, served) {
 		t.Errorf("writes until served (the Pod bound, not started) = %q, want %q", got, served)
 	}
@@ -150,6 +151,22 @@ func TestWritesPerPerformer(t *testing.T) {
 	e.settle(pod.Name)
 	if got := writes.in(e.ns); len(got) != len(ready) {
 		t.Errorf("writes while idle: %q", got[len(ready):])
+	}
+
+	// The namespace's next Performer finds its policy made: three writes
+	// to served, four to Ready.
+	e.performer("next", hold)
+	next := e.waitPod("next", 20*time.Second, func(p corev1.Pod) bool { return p.Spec.NodeName != "" })
+	e.settle(next.Name)
+	nextServed := []string{"POST pods", "PATCH services/performer-next", "PATCH performers/next/status"}
+	if got := writes.in(e.ns)[len(ready):]; !sameWrites(got, nextServed) {
+		t.Errorf("the second Performer's writes until served = %q, want %q", got, nextServed)
+	}
+	e.release(next.Name)
+	e.waitReason("next", "Serving", 20*time.Second)
+	e.settle(next.Name)
+	if got := writes.in(e.ns)[len(ready):]; !sameWrites(got, append(nextServed, "PATCH performers/next/status")) {
+		t.Errorf("the second Performer's writes until Ready = %q", got)
 	}
 	if t.Failed() {
 		t.Logf("the writes:\n%s", writes.bodies(e.ns))

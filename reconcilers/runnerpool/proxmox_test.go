@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -260,10 +261,13 @@ func TestProxmoxBusyRunnerNeverKilledByScaleDown(t *testing.T) {
 		j, _ := gh.Job(id)
 		return j.Status == "in_progress", fmt.Sprintf("job %+v", j)
 	})
+	// A patch, not an update: the pool writes its status meanwhile, and an
+	// update from an older read would be refused as a conflict.
 	p := l.get("busy")
+	before := p.DeepCopy()
 	zero := int32(0)
 	p.Spec.Replicas = &zero
-	if err := l.c.Update(rootCtx, p); err != nil {
+	if err := l.c.Patch(rootCtx, p, client.MergeFrom(before)); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, time.Minute, func() (bool, string) { return jobDone(id) })
