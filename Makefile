@@ -67,17 +67,19 @@ help: ## This help.
 
 ##@ Benchmark
 .PHONY: bench
-bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries. One at a time, loopback only.
+bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries, GitHub cost of 10 pools serving 200 jobs. One at a time, loopback only.
 	$(MAKE) bench-claims BENCH_CLAIMS='/claims=100$$$$'
 	$(MAKE) bench-memory MEMORY_CLAIMS=2000 MEMORY_NOISE=2000
 	$(MAKE) bench-performers PERF_N=200 PERF_IDLE=30s
 	$(MAKE) bench-runners
+	$(MAKE) bench-github GHCOST_JOBS=200 GHCOST_IDLE=1m
 
 .PHONY: bench-full
-bench-full: controlplane ## The large sizes (an hour or more): claims→Ready for 100 and 1000 claims, memory at 10,000 claims beside 10,000 other objects, 1,000 Performers with a 2-minute idle window.
+bench-full: controlplane ## The large sizes (an hour or more): claims→Ready for 100 and 1000 claims, memory at 10,000 claims beside 10,000 other objects, 1,000 Performers with a 2-minute idle window, GitHub cost of 10 pools serving 500 jobs.
 	$(MAKE) bench-claims BENCH_CLAIMS=.
 	$(MAKE) bench-memory MEMORY_CLAIMS=10000 MEMORY_NOISE=10000
 	$(MAKE) bench-performers PERF_N=1000 PERF_IDLE=2m
+	$(MAKE) bench-github GHCOST_JOBS=500 GHCOST_IDLE=2m
 
 BENCH_CLAIMS ?= .
 .PHONY: bench-claims
@@ -94,6 +96,13 @@ RUNNERS_N ?= 500
 .PHONY: bench-runners
 bench-runners: controlplane ## Issue 13's runner latency: RUNNERS_N (500) queued deliveries at once to the real manager; delivery → provider Create call, → runner registered, → job taken (p50/p99), with maxReplicas fitting the burst and a fifth of it.
 	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench RunnerLatency -benchtime 1x -timeout 30m -v ./internal/bench/runners/
+
+GHCOST_POOLS ?= 10
+GHCOST_JOBS ?= 500
+GHCOST_IDLE ?= 2m
+.PHONY: bench-github
+bench-github: controlplane ## Issue 13's GitHub API cost: GHCOST_POOLS pools (10) on one credential serve GHCOST_JOBS jobs (500) through githubsim; requests per job served, and per idle pool-hour scaled from GHCOST_IDLE (2m) idle (about 5 minutes).
+	GHCOST_POOLS=$(GHCOST_POOLS) GHCOST_JOBS=$(GHCOST_JOBS) GHCOST_IDLE=$(GHCOST_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench GitHubCost -benchtime 1x -timeout 40m -v ./internal/bench/githubcost/
 
 .PHONY: bench-memory
 bench-memory: controlplane ## The manager's RSS with 10,000 MachineClaims beside 10,000 unrelated Pods and ConfigMaps (MEMORY_CLAIMS, MEMORY_NOISE to change).

@@ -17,7 +17,8 @@ import (
 
 const (
 	// DefaultReserve is the share of each hourly budget kept for essential
-	// calls (deleting runners and minting the token that deletes need).
+	// calls: deleting runners, minting the token that deletes need, and the
+	// reads that decide a deletion (ForDeregistration).
 	DefaultReserve = 0.05
 	// DefaultSecondaryWait is how long a secondary rate limit without a
 	// Retry-After header blocks calls; GitHub asks for at least a minute.
@@ -355,7 +356,7 @@ type limitTransport struct {
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	op := operation(req)
-	if err := t.limiter.admit(t.key, isEssential(op)); err != nil {
+	if err := t.limiter.admit(t.key, isEssential(op) || IsForDeregistration(req.Context())); err != nil {
 		throttled.WithLabelValues(op).Inc()
 		closeBody(req)
 		return nil, err
@@ -393,9 +394,10 @@ func peekBody(body io.ReadCloser) ([]byte, io.ReadCloser) {
 	}{io.MultiReader(bytes.NewReader(head), body), body}
 }
 
-// isEssential reports whether an operation may use the reserve: deleting
-// runners must go out even when scale-ups spent the budget, and so must the
-// installation token deleting needs.
+// isEssential reports whether an operation may always use the reserve:
+// deleting runners must go out even when scale-ups spent the budget, and so
+// must the installation token deleting needs. The reads before a delete
+// may use it too, when their context says so (ForDeregistration).
 func isEssential(op string) bool {
 	return op == opDeleteRunner || op == opCreateInstallationToken
 }

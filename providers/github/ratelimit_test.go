@@ -220,3 +220,40 @@ func TestBudgetsPerCredential(t *testing.T) {
 		t.Fatalf("budgets = %+v; want installation, App and token", limiter.Budgets())
 	}
 }
+
+// The reads that precede a deregistration may spend the reserve when their
+// context says so (ForDeregistration); the same reads without it may not.
+func TestDeregistrationReadsUseTheReserve(t *testing.T) {
+	const limit = 40 // reserve: 5% → 2
+	sim := startSim(t, githubsim.Options{RateLimit: limit})
+	sim.SetRateUsed(limit - 3)
+	cfg := patConfig(sim)
+	cfg.RateLimiter = github.NewRateLimiter(github.RateLimiterOptions{})
+	c := newClient(t, cfg)
+	ctx := ctxT(t)
+	if _, err := c.ListRunners(ctx, repoScope); err != nil {
+		t.Fatalf("the call that learns the budget: %v", err)
+	}
+	// Only the reserve (2) is left.
+	if _, err := c.ListRunners(ctx, repoScope); !errors.As(err, new(*github.RateLimitedError)) {
+		t.Fatalf("an ordinary listing into the reserve = %v, want refused locally", err)
+	}
+	if _, err := c.GetRunner(ctx, repoScope, 1); !errors.As(err, new(*github.RateLimitedError)) {
+		t.Fatalf("an ordinary read into the reserve = %v, want refused locally", err)
+	}
+	dereg := github.ForDeregistration(ctx)
+	if _, err := c.ListRunners(dereg, repoScope); err != nil {
+		t.Fatalf("the listing before a deregistration: %v", err)
+	}
+	if _, err := c.GetRunner(dereg, repoScope, 1); errors.As(err, new(*github.RateLimitedError)) {
+		t.Fatalf("the read before a deregistration was refused: %v", err)
+	}
+	if got := sim.Calls(githubsim.EndpointRepoListRunners) + sim.Calls(githubsim.EndpointRepoGetRunner); got != 3 {
+		t.Fatalf("GitHub saw %d reads, want 3 (1 ordinary, 2 from the reserve)", got)
+	}
+	_, err := c.ListRunners(dereg, repoScope)
+	wantTransient(t, err, github.ReasonRateLimited)
+	if got := sim.Calls(githubsim.EndpointRepoListRunners); got != 2 {
+		t.Fatalf("with the reserve spent too, a listing reached GitHub (%d listings)", got)
+	}
+}

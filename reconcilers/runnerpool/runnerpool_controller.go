@@ -22,6 +22,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -45,6 +46,9 @@ type Reconciler struct {
 	GitHub *github.Clients
 	// RateLimiter is the GitHub budget every pool shares.
 	RateLimiter *github.RateLimiter
+	// Runners shares one listing of registered runners per credential and
+	// scope among the pools; nil: one whose interval is SyncInterval.
+	Runners *runnerlist.Cache
 	// GitHubTimeout bounds one GitHub request (30 s).
 	GitHubTimeout time.Duration
 	// Demand records the jobs GitHub announces as RunnerJobs; nil: one on
@@ -73,6 +77,8 @@ type Reconciler struct {
 type poolMemory struct {
 	idleSince  map[string]time.Time
 	seenOnline map[string]bool
+	// refreshedFor: finished runners a fresh listing was already taken for.
+	refreshedFor map[string]bool
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
@@ -98,6 +104,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	if r.SyncInterval == 0 {
 		r.SyncInterval = 15 * time.Second
+	}
+	if r.Runners == nil {
+		// Real time, whatever r.Clock is: it measures how old GitHub's
+		// answer is, not a pool's timeouts.
+		r.Runners = &runnerlist.Cache{Interval: r.SyncInterval}
 	}
 	if r.FinalizationTimeout == 0 {
 		r.FinalizationTimeout = 10 * time.Minute
@@ -139,7 +150,8 @@ func (r *Reconciler) memory(key types.NamespacedName) *poolMemory {
 	}
 	m, ok := r.pools[key]
 	if !ok {
-		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
+		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
+			creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
 		r.pools[key] = m
 	}
 	return m
@@ -180,8 +192,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
 		return ctrl.Result{}, err
 	}
-	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.observeRunners,
-		r.readJobs, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale)
+	// readJobs before observeRunners: a job recorded completed whose runner
+	// the shared listing still shows asks for a fresh one (refreshIfFinished).
+	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.readJobs,
+		r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale)
 }
 
 // client returns the GitHub client and scope of a pool.

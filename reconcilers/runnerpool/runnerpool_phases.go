@@ -25,6 +25,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -62,6 +63,8 @@ type scope struct {
 	gh        *github.Client
 	gscope    github.Scope
 	runners   []github.Runner
+	// finished: runners whose job is recorded Completed (finishedRunners).
+	finished map[string]bool
 	// obs is the pool's runners as observeRunners sorted them.
 	obs *observed
 	// demand is the pool's recorded jobs (readJobs), as the poll left them.
@@ -127,12 +130,18 @@ func (r *Reconciler) getTemplate(ctx context.Context, s *scope) (skeleton.Result
 	return skeleton.Continue(), nil
 }
 
-// connectGitHub reads the pool's credentials and lists the runners
-// registered in its scope: everything after depends on that listing.
+// connectGitHub reads the pool's credentials and the runners registered in
+// its scope: everything after depends on that listing. The listing is the
+// one every pool on the same credential and scope shares (at most
+// SyncInterval old), so a pool that reconciles on every claim change does
+// not list GitHub each time; what an old listing could make wrong is read
+// fresh where it is decided (scaleDown, deregisterAll).
 func (r *Reconciler) connectGitHub(ctx context.Context, s *scope) (skeleton.Result, error) {
 	gh, gscope, err := r.client(ctx, s.pool)
 	if err == nil {
-		s.runners, err = gh.ListRunners(ctx, gscope)
+		var snap runnerlist.Snapshot
+		snap, err = r.Runners.Get(ctx, gh, gscope)
+		s.runners = snap.Runners
 	}
 	if err != nil {
 		s.githubErr = err
@@ -149,6 +158,7 @@ func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Res
 	if err != nil {
 		return skeleton.Stop(), err
 	}
+	r.refreshIfFinished(ctx, s)
 	obs := r.observe(s, claims, s.runners)
 	s.obs = &obs
 	return skeleton.Continue(), nil
@@ -278,11 +288,16 @@ func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Resu
 		return skeleton.Continue(), nil
 	}
 	pool := s.pool
+	// The listing and the deletes may spend the rate-limit reserve: a
+	// deleted pool must not leave registrations because scale-ups spent
+	// the budget. The listing starts after the machines were deleted, so
+	// it holds every registration they made.
+	ctx = github.ForDeregistration(ctx)
 	gh, gscope, err := r.client(ctx, pool)
 	if err == nil {
-		var runners []github.Runner
-		if runners, err = gh.ListRunners(ctx, gscope); err == nil {
-			for _, rn := range ours(pool, runners) {
+		var snap runnerlist.Snapshot
+		if snap, err = r.Runners.Fresh(ctx, gh, gscope); err == nil {
+			for _, rn := range ours(pool, snap.Runners) {
 				if derr := gh.DeleteRunner(ctx, gscope, rn.ID); derr != nil {
 					deregistrationFailures.WithLabelValues(s.key.String()).Inc()
 					err = derr
@@ -353,9 +368,10 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 				continue
 			}
 			obs.idle = append(obs.idle, c)
-		case !registered && s.mem.seenOnline[c.Name]:
+		case !registered && (s.mem.seenOnline[c.Name] || s.finished[c.Name]):
 			// An ephemeral runner deregisters itself after its job: the
-			// machine has nothing more to do.
+			// machine has nothing more to do. One whose job is recorded
+			// Completed ran, even if no shared listing saw it online.
 			obs.gone = append(obs.gone, c)
 			obs.finished = append(obs.finished, c)
 		case age > registrationTimeout(pool):
@@ -447,6 +463,7 @@ func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gs
 	}
 	delete(s.mem.idleSince, c.Name)
 	delete(s.mem.seenOnline, c.Name)
+	delete(s.mem.refreshedFor, c.Name)
 	return true
 }
 
@@ -475,7 +492,8 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope, gh *github.Client,
 		if removed == n || s.now.Sub(s.mem.idleSince[c.Name]) < ttl {
 			break
 		}
-		fresh, err := gh.GetRunner(ctx, gscope, obs.byName[c.Name].ID)
+		// The read that decides the deletion may spend the reserve with it.
+		fresh, err := gh.GetRunner(github.ForDeregistration(ctx), gscope, obs.byName[c.Name].ID)
 		if err != nil || fresh.Busy {
 			continue
 		}
@@ -487,6 +505,7 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope, gh *github.Client,
 		}
 		delete(s.mem.idleSince, c.Name)
 		delete(s.mem.seenOnline, c.Name)
+		delete(s.mem.refreshedFor, c.Name)
 		removed++
 	}
 	return removed
@@ -668,17 +687,7 @@ func (r *Reconciler) claims(ctx context.Context, pool *hypervisorv1alpha1.Runner
 
 // ours are the registrations carrying the pool's own label.
 func ours(pool *hypervisorv1alpha1.RunnerPool, runners []github.Runner) []github.Runner {
-	label := poolRunnerLabel(pool)
-	var out []github.Runner
-	for _, rn := range runners {
-		for _, l := range rn.Labels {
-			if strings.EqualFold(l, label) {
-				out = append(out, rn)
-				break
-			}
-		}
-	}
-	return out
+	return runnerlist.Labelled(runners, poolRunnerLabel(pool))
 }
 
 // poolRunnerLabel marks a pool's registrations, so the pool finds its
