@@ -44,7 +44,7 @@ func NewClient(conn grpc.ClientConnInterface, trustDomain, installation string) 
 		return nil, err
 	}
 	if err := validSegment(installation); err != nil {
-		return nil, fmt.Errorf("%w: installation: %v", ErrInvalidID, err)
+		return nil, fmt.Errorf("%w: installation: %w", ErrInvalidID, err)
 	}
 	return &Client{
 		trustDomain:  trustDomain,
@@ -141,7 +141,7 @@ func (c *Client) CreateEntry(ctx context.Context, spec EntrySpec) (Entry, error)
 	r := resp.GetResults()[0]
 	// The server answers AlreadyExists with the existing entry: that is the
 	// idempotent success a retried create needs.
-	switch code := codes.Code(r.GetStatus().GetCode()); code {
+	switch code := statusCode(r.GetStatus()); code {
 	case codes.OK, codes.AlreadyExists:
 		if r.GetEntry().GetId() == "" {
 			return Entry{}, fmt.Errorf("spire: create entry %s: %s without the entry", spec.SPIFFEID, code)
@@ -168,7 +168,7 @@ func (c *Client) DeleteEntry(ctx context.Context, id string) error {
 		return apiError("delete entry "+id, err)
 	}
 	for _, r := range resp.GetResults() {
-		if code := codes.Code(r.GetStatus().GetCode()); code != codes.OK && code != codes.NotFound {
+		if code := statusCode(r.GetStatus()); code != codes.OK && code != codes.NotFound {
 			return apiError("delete entry "+id, status.Error(code, r.GetStatus().GetMessage()))
 		}
 	}
@@ -300,6 +300,15 @@ func (c *Client) entry(e *types.Entry) Entry {
 	return out
 }
 
+// statusCode is a batch result's gRPC code; one out of range is Unknown.
+func statusCode(st *types.Status) codes.Code {
+	c := st.GetCode()
+	if c < 0 || c > int32(codes.Unauthenticated) {
+		return codes.Unknown
+	}
+	return codes.Code(c)
+}
+
 // seconds is d in whole seconds, as the API's int32 fields carry durations.
 func seconds(d time.Duration) (int32, error) {
 	secs := d / time.Second
@@ -322,7 +331,7 @@ func spiffeID(id *types.SPIFFEID) string {
 func apiError(what string, err error) error {
 	switch status.Code(err) {
 	case codes.NotFound:
-		return fmt.Errorf("spire: %s: %w: %v", what, providers.ErrNotFound, err)
+		return fmt.Errorf("spire: %s: %w: %w", what, providers.ErrNotFound, err)
 	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Canceled:
 		return providers.Transient("SPIREUnavailable", 5*time.Second, fmt.Errorf("spire: %s: %w", what, err))
 	case codes.InvalidArgument, codes.PermissionDenied, codes.Unauthenticated, codes.FailedPrecondition:

@@ -50,7 +50,7 @@ func (m MachineID) Validate() error {
 	names := []string{"installation", "kind", "namespace", "name", "uid"}
 	for i, seg := range m.segments()[1:] {
 		if err := validSegment(seg); err != nil {
-			return fmt.Errorf("%w: %s: %v", ErrInvalidID, names[i], err)
+			return fmt.Errorf("%w: %s: %w", ErrInvalidID, names[i], err)
 		}
 	}
 	return nil
@@ -63,7 +63,7 @@ func (m MachineID) Workload(name string) (string, error) {
 		return "", err
 	}
 	if err := validSegment(name); err != nil {
-		return "", fmt.Errorf("%w: workload: %v", ErrInvalidID, err)
+		return "", fmt.Errorf("%w: workload: %w", ErrInvalidID, err)
 	}
 	return m.String() + "/" + name, nil
 }
@@ -92,7 +92,7 @@ func ParseID(id string) (m MachineID, workload string, err error) {
 	}
 	if len(segs) == 7 {
 		if err := validSegment(segs[6]); err != nil {
-			return MachineID{}, "", fmt.Errorf("%w: workload: %v", ErrInvalidID, err)
+			return MachineID{}, "", fmt.Errorf("%w: workload: %w", ErrInvalidID, err)
 		}
 		workload = segs[6]
 	}
@@ -106,7 +106,7 @@ func validTrustDomain(td string) error {
 		return fmt.Errorf("%w: empty trust domain", ErrInvalidID)
 	}
 	for _, r := range td {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+		if !lowerOrDigit(r) && !strings.ContainsRune("._-", r) {
 			return fmt.Errorf("%w: trust domain %q has %q (want lowercase letters, digits, '.', '-', '_')", ErrInvalidID, td, r)
 		}
 	}
@@ -124,9 +124,11 @@ func validSegment(s string) error {
 		return fmt.Errorf("%q is a relative path segment", s)
 	}
 	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-' || r == '_') {
+		if !lowerOrDigit(r) && (r < 'A' || r > 'Z') && !strings.ContainsRune("._-", r) {
 			return fmt.Errorf("%q has %q (want letters, digits, '.', '-', '_')", s, r)
 		}
 	}
 	return nil
 }
+
+func lowerOrDigit(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <= '9' }

@@ -31,7 +31,7 @@ func Dir(t testing.TB) string {
 		t.Fatalf("%s is not set: build SPIRE with `make spire` and run `HYPERFLEET_SPIRE_DIR=$(hack/spire.sh --print-dir) go test ...`, or run `make test`", DirEnv)
 	}
 	for _, name := range []string{"spire-server", "spire-agent"} {
-		if _, err := os.Stat(filepath.Join(dir, name)); err != nil {
+		if _, err := os.Stat(filepath.Join(dir, name)); err != nil { //nolint:gosec // the directory make test names, in a test
 			t.Fatalf("%s=%s has no %s (run `make spire`): %v", DirEnv, dir, name, err)
 		}
 	}
@@ -97,10 +97,10 @@ plugins {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "spire-server", exec.Command(filepath.Join(bin, "spire-server"), "run", "-config", confPath), "")
+	p := start(t, "spire-server", command(bin, "spire-server", "run", "-config", confPath), "")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := exec.Command(filepath.Join(bin, "spire-server"), "healthcheck", "-socketPath", s.SocketPath).CombinedOutput()
+		out, err := command(bin, "spire-server", "healthcheck", "-socketPath", s.SocketPath).CombinedOutput()
 		if err == nil {
 			return s
 		}
@@ -162,7 +162,7 @@ plugins {
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	a.p = start(t, "spire-agent", exec.Command(filepath.Join(s.bin, "spire-agent"), "run", "-config", confPath), token)
+	a.p = start(t, "spire-agent", command(s.bin, "spire-agent", "run", "-config", confPath), token)
 	return a
 }
 
@@ -172,7 +172,7 @@ func (a *Agent) WaitHealthy(t testing.TB, timeout time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
-		out, err := exec.Command(filepath.Join(filepath.Dir(a.p.cmd.Path), "spire-agent"), "healthcheck", "-socketPath", a.SocketPath).CombinedOutput()
+		out, err := command(filepath.Dir(a.p.cmd.Path), "spire-agent", "healthcheck", "-socketPath", a.SocketPath).CombinedOutput()
 		if err == nil {
 			return
 		}
@@ -183,15 +183,40 @@ func (a *Agent) WaitHealthy(t testing.TB, timeout time.Duration) {
 	}
 }
 
-// WaitExit waits for the agent to exit by itself (an attestation the server
-// refused ends it) and returns its log; ok is false if it still runs after
-// timeout.
-func (a *Agent) WaitExit(timeout time.Duration) (log string, ok bool) {
-	select {
-	case <-a.p.done:
-		return a.log(), true
-	case <-time.After(timeout):
-		return a.log(), false
+// WaitSVID waits until the agent's Workload API hands this test process an
+// X.509 SVID for spiffeID (an entry whose selectors match the process, e.g.
+// unix:uid:<os.Getuid()>), or fails the test with what the API answered.
+// The agent picks up a new entry on its next sync, within seconds.
+func (a *Agent) WaitSVID(t testing.TB, spiffeID string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		out, err := command(filepath.Dir(a.p.cmd.Path), "spire-agent", "api", "fetch", "x509", "-socketPath", a.SocketPath, "-timeout", "5s").CombinedOutput()
+		if err == nil && strings.Contains(string(out), "SPIFFE ID:\t\t"+spiffeID+"\n") {
+			return
+		}
+		if a.p.exited() || time.Now().After(deadline) {
+			t.Fatalf("the agent handed out no SVID for %s: %v: %s\nagent log:\n%s", spiffeID, err, out, a.log())
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
+
+// WaitLog waits until the agent's log holds want, and returns the log; found
+// is false if the agent exited or timeout passed first. A refused
+// attestation shows at once as the server's answer in the log, while the
+// agent itself retries for about 40 seconds before it gives up.
+func (a *Agent) WaitLog(want string, timeout time.Duration) (log string, found bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		log = a.log()
+		if strings.Contains(log, want) {
+			return log, true
+		}
+		if a.p.exited() || time.Now().After(deadline) {
+			return log, false
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
@@ -249,6 +274,11 @@ func start(t testing.TB, name string, cmd *exec.Cmd, redact string) *process {
 		}
 	})
 	return p
+}
+
+// command runs one of the SPIRE binaries in dir.
+func command(dir, name string, args ...string) *exec.Cmd {
+	return exec.Command(filepath.Join(dir, name), args...) //nolint:gosec // the binaries hack/spire.sh built, with arguments of our own
 }
 
 // freePort asks the kernel for a free port on 127.0.0.1.
