@@ -2,6 +2,7 @@ package spire
 
 import (
 	"context"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"math"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	agentv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/agent/v1"
+	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
@@ -32,6 +34,7 @@ type Client struct {
 	installation string
 	agents       agentv1.AgentClient
 	entries      entryv1.EntryClient
+	bundles      bundlev1.BundleClient
 	close        func() error
 }
 
@@ -51,6 +54,7 @@ func NewClient(conn grpc.ClientConnInterface, trustDomain, installation string) 
 		installation: installation,
 		agents:       agentv1.NewAgentClient(conn),
 		entries:      entryv1.NewEntryClient(conn),
+		bundles:      bundlev1.NewBundleClient(conn),
 		close:        func() error { return nil },
 	}, nil
 }
@@ -276,6 +280,21 @@ func (c *Client) EvictAgent(ctx context.Context, agentID string) error {
 		}
 	}
 	return nil
+}
+
+func (c *Client) TrustBundle(ctx context.Context) ([]byte, error) {
+	b, err := c.bundles.GetBundle(ctx, &bundlev1.GetBundleRequest{OutputMask: &types.BundleMask{X509Authorities: true}})
+	if err != nil {
+		return nil, apiError("get the trust bundle", err)
+	}
+	var out []byte
+	for _, ca := range b.GetX509Authorities() {
+		out = append(out, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.GetAsn1()})...)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("spire: the trust bundle of %s has no X.509 authority: %w", c.trustDomain, providers.ErrNotFound)
+	}
+	return out, nil
 }
 
 // alias reports whether e is a node alias of one of this installation's

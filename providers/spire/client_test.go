@@ -81,7 +81,15 @@ func TestJoinToken(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	first := srv.StartAgent(t, tok.Value)
+	bundle, err := a.TrustBundle(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(string(bundle), "-----BEGIN CERTIFICATE-----") {
+		t.Fatalf("trust bundle is not PEM certificates: %.40q", bundle)
+	}
+	// The agent verifies the server with the bundle, as a machine will.
+	first := srv.StartAgent(t, tok.Value, bundle)
 	first.WaitHealthy(t, time.Minute)
 	first.WaitSVID(t, probe, time.Minute)
 
@@ -98,7 +106,7 @@ func TestJoinToken(t *testing.T) {
 	}
 
 	// The token was used: a second agent presenting it is refused, and gives up.
-	second := srv.StartAgent(t, tok.Value)
+	second := srv.StartAgent(t, tok.Value, nil)
 	if log, refused := second.WaitLog("InvalidArgument desc = failed to attest: join token does not exist or has already been used", time.Minute); !refused {
 		t.Fatalf("the server did not refuse a second agent with the used token; its log:\n%s", log)
 	}
@@ -139,7 +147,7 @@ func TestJoinTokenExpires(t *testing.T) {
 	}
 	// ExpiresAt is in whole seconds: wait until the server's clock is past it.
 	time.Sleep(time.Until(tok.ExpiresAt) + 1500*time.Millisecond)
-	agent := srv.StartAgent(t, tok.Value)
+	agent := srv.StartAgent(t, tok.Value, nil)
 	if log, refused := agent.WaitLog("InvalidArgument desc = join token expired", time.Minute); !refused {
 		t.Fatalf("the server did not refuse an agent with an expired token; its log:\n%s", log)
 	}

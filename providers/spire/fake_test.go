@@ -29,6 +29,13 @@ func TestFakeJoinToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := a.TrustBundle(ctx); !errors.Is(err, providers.ErrNotFound) {
+		t.Fatalf("trust bundle of a fake without one: %v, want ErrNotFound", err)
+	}
+	srv.Bundle = []byte("-----BEGIN CERTIFICATE-----\n")
+	if got, err := a.TrustBundle(ctx); err != nil || string(got) != string(srv.Bundle) {
+		t.Fatalf("trust bundle = %q, %v; want %q", got, err, srv.Bundle)
+	}
 	if !tok.ExpiresAt.Equal(now.Add(time.Minute)) {
 		t.Fatalf("expires %s, want %s", tok.ExpiresAt, now.Add(time.Minute))
 	}

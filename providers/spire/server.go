@@ -41,6 +41,11 @@ type Server interface {
 	// An absent agent succeeds. It refuses (providers.ErrNotOwned) an agent
 	// not aliased to one of the installation's machines.
 	EvictAgent(ctx context.Context, agentID string) error
+
+	// TrustBundle returns the trust domain's X.509 authorities as PEM: what
+	// a machine's agent is given (trust_bundle_path) so it verifies the
+	// server on first contact instead of trusting whatever answers.
+	TrustBundle(ctx context.Context) ([]byte, error)
 }
 
 // JoinToken is a secret: whoever holds it can attest as the machine until it

@@ -25,6 +25,8 @@ type Server struct {
 	TrustDomain string
 	// Now is the server's clock; time.Now when nil.
 	Now func() time.Time
+	// Bundle is what TrustBundle returns: PEM certificates of the test's making.
+	Bundle []byte
 
 	mu      sync.Mutex
 	tokens  map[string]time.Time // value → expiry
@@ -231,4 +233,11 @@ func (c *Client) EvictAgent(_ context.Context, id string) error {
 		delete(c.s.entries, eid)
 	}
 	return nil
+}
+
+func (c *Client) TrustBundle(context.Context) ([]byte, error) {
+	if len(c.s.Bundle) == 0 {
+		return nil, fmt.Errorf("spirefake: no trust bundle set: %w", providers.ErrNotFound)
+	}
+	return slices.Clone(c.s.Bundle), nil
 }

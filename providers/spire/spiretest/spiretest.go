@@ -122,8 +122,10 @@ type Agent struct {
 func (a *Agent) log() string { return a.p.output() }
 
 // StartAgent starts an agent that attests to s with token. The token goes
-// into a 0600 file, never onto the command line (where ps shows it).
-func (s *Server) StartAgent(t testing.TB, token string) *Agent {
+// into a 0600 file, never onto the command line (where ps shows it). With a
+// bundle (PEM, spire.Server.TrustBundle) the agent verifies the server with
+// it, as a real machine's does; without, it bootstraps insecurely.
+func (s *Server) StartAgent(t testing.TB, token string, bundle []byte) *Agent {
 	t.Helper()
 	dir, err := os.MkdirTemp(s.dir, "agent")
 	if err != nil {
@@ -134,6 +136,15 @@ func (s *Server) StartAgent(t testing.TB, token string) *Agent {
 		t.Fatal(err)
 	}
 	a := &Agent{SocketPath: filepath.Join(dir, "agent.sock")}
+	// The test trusts the server it started itself; real machines get the bundle.
+	trust := "insecure_bootstrap = true"
+	if bundle != nil {
+		bundlePath := filepath.Join(dir, "bundle.pem")
+		if err := os.WriteFile(bundlePath, bundle, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		trust = fmt.Sprintf("trust_bundle_path = %q", bundlePath)
+	}
 	conf := fmt.Sprintf(`agent {
   server_address = "127.0.0.1"
   server_port = %d
@@ -142,8 +153,7 @@ func (s *Server) StartAgent(t testing.TB, token string) *Agent {
   data_dir = %q
   log_level = "WARN"
   join_token_file = %q
-  # The test trusts the server it started itself; real machines get the bundle.
-  insecure_bootstrap = true
+  %s
 }
 
 plugins {
@@ -157,7 +167,7 @@ plugins {
     plugin_data {}
   }
 }
-`, s.Port, a.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), tokenPath)
+`, s.Port, a.SocketPath, s.TrustDomain, filepath.Join(dir, "data"), tokenPath, trust)
 	confPath := filepath.Join(dir, "agent.conf")
 	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
