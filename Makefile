@@ -25,6 +25,10 @@ build: ## Build bin/hyperfleet and bin/hyperfleet-bootstrap (the agent for runne
 controlplane: ## Build (or reuse) kube-apiserver, etcd, kube-scheduler, kube-controller-manager and kwok under bin/controlplane/.
 	hack/controlplane.sh --cluster
 
+.PHONY: spire
+spire: ## Build (or reuse) spire-server and spire-agent under bin/spire/, for providers/spire's tests.
+	hack/spire.sh
+
 ##@ Generate
 .PHONY: generate
 generate: ## Generate deepcopy code for apis/.
@@ -45,8 +49,8 @@ vet: ## go vet.
 	$(GO) vet ./...
 
 .PHONY: test
-test: controlplane verify vet lint alerts ## Everything CI checks: verify, vet, lint, the alerts with promtool, then the suite against a real kube-apiserver and etcd.
-	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
+test: controlplane spire verify vet lint alerts ## Everything CI checks: verify, vet, lint, the alerts with promtool, then the suite against a real kube-apiserver and etcd.
+	KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" HYPERFLEET_SPIRE_DIR="$$(hack/spire.sh --print-dir)" $(GO) test $(TEST_FLAGS) -timeout $(TEST_TIMEOUT) ./...
 
 .PHONY: lint
 lint: ## golangci-lint with .golangci.yml (pinned; built by hack/lint.sh).
