@@ -33,7 +33,7 @@ func (r *Reconciler) refreshIfFinished(ctx context.Context, s *scope) {
 		ctrl.LoggerFrom(ctx).V(1).Info("Refreshing the runner listing failed; the shared one still serves", "error", err.Error())
 		return
 	}
-	s.runners = snap.Runners
+	s.runners, s.listedAt = snap.Runners, snap.Started
 	for _, name := range stale {
 		s.mem.refreshedFor[name] = true
 	}

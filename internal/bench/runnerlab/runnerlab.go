@@ -54,6 +54,10 @@ type Options struct {
 	// JobDuration is how long a job runs once a runner takes it; 0 is
 	// githubsim's default.
 	JobDuration time.Duration
+	// DeliveryConcurrency is how many webhook deliveries githubsim has in
+	// flight at once, as GitHub does; 0 is githubsim's default (one at a
+	// time).
+	DeliveryConcurrency int
 	// Wrap, if set, wraps the manager's transport to the API server (to
 	// timestamp its requests).
 	Wrap func(http.RoundTripper) http.RoundTripper
@@ -94,7 +98,7 @@ func Start(ctx context.Context, o Options) (_ *Lab, stop func(), err error) {
 		return nil, nil, err
 	}
 	gh := githubsim.New(githubsim.Options{Repositories: []string{Repo}, WebhookURL: "http://" + addr + "/github/webhook",
-		WebhookSecret: o.WebhookSecret, JobDuration: o.JobDuration, RateLimit: o.RateLimit})
+		WebhookSecret: o.WebhookSecret, JobDuration: o.JobDuration, RateLimit: o.RateLimit, DeliveryConcurrency: o.DeliveryConcurrency})
 	if err := gh.Start(); err != nil {
 		return nil, nil, err
 	}

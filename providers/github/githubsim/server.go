@@ -125,7 +125,11 @@ func New(opts Options) *Server {
 	}
 	s.api = s.apiRoutes()
 	s.sim = s.simRoutes()
-	s.kit.Go(s.deliveryWorker)
+	// The workers share one client, keeping a connection per worker.
+	client := &http.Client{Timeout: o.WebhookTimeout, Transport: deliveryTransport(o.DeliveryConcurrency)}
+	for range o.DeliveryConcurrency {
+		s.kit.Go(func() { s.deliveryWorker(client) })
+	}
 	return s
 }
 

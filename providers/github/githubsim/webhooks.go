@@ -110,10 +110,20 @@ func (s *Server) enqueueLocked(event, action string, jobID int64, payload []byte
 	return d
 }
 
-// deliveryWorker sends queued deliveries one at a time, in order, until the
-// server closes.
-func (s *Server) deliveryWorker() {
-	client := &http.Client{Timeout: s.opts.WebhookTimeout}
+// deliveryTransport keeps an idle connection per delivery worker to the
+// receiver, so concurrent deliveries do not each open a new one (Go's
+// default keeps two per host).
+func deliveryTransport(workers int) http.RoundTripper {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = max(workers, t.MaxIdleConnsPerHost)
+	return t
+}
+
+// deliveryWorker sends queued deliveries, oldest first, one at a time, until
+// the server closes. Options.DeliveryConcurrency workers run at once: each
+// that takes a delivery and leaves more queued wakes another, since a burst
+// queued at once leaves a single wake-up.
+func (s *Server) deliveryWorker(client *http.Client) {
 	for {
 		select {
 		case <-s.kit.Closing():
@@ -128,6 +138,12 @@ func (s *Server) deliveryWorker() {
 			}
 			d := s.queue[0]
 			s.queue = s.queue[1:]
+			if len(s.queue) > 0 {
+				select {
+				case s.wake <- struct{}{}:
+				default:
+				}
+			}
 			url, secret := s.webhookURL, s.webhookSecret
 			drop := s.dropNext > 0
 			if drop {
