@@ -69,14 +69,31 @@ func claim(l *hypervisorlab.Lab, name string) *hypervisorv1alpha1.MachineClaim {
 // claimsInOrder creates the claims one after the other, each in a later
 // second than the one before: creationTimestamp, the queue's order, has
 // whole seconds. The names run against the order, so neither the names nor
-// the informer's listing (by name) can pass for it.
+// the informer's listing (by name) can pass for it. The first holds the
+// clone slot before the next is made: on a loaded machine its reconcile
+// can come after the next claim's, which would then take the free slot
+// by right (nothing queued before it) and never queue.
 func claimsInOrder(l *hypervisorlab.Lab, names ...string) {
-	for _, n := range names {
+	l.T.Helper()
+	for i, n := range names {
 		mc := claim(l, n)
+		if i == 0 {
+			eventually.True(l.T, 30*time.Second, "the first claim's clone running", func() bool { return cloneRunning(l) })
+		}
 		eventually.True(l.T, 5*time.Second, "the next second", func() bool {
 			return time.Now().Truncate(time.Second).After(mc.CreationTimestamp.Time)
 		})
 	}
+}
+
+// cloneRunning reports whether the simulator runs a clone.
+func cloneRunning(l *hypervisorlab.Lab) bool {
+	for _, task := range l.Sim.Tasks() {
+		if task.Type == "qmclone" && task.Running {
+			return true
+		}
+	}
+	return false
 }
 
 // waitQueued waits until each named claim waits for a clone slot.
@@ -114,10 +131,8 @@ func cloneOrder(l *hypervisorlab.Lab, names ...string) []string {
 // the queue must have formed behind it for the test to say anything.
 func firstCloneRunning(l *hypervisorlab.Lab) {
 	l.T.Helper()
-	for _, task := range l.Sim.Tasks() {
-		if task.Type == "qmclone" && task.Running {
-			return
-		}
+	if cloneRunning(l) {
+		return
 	}
 	l.T.Fatal("the first clone ended before the others queued: the machine is too loaded for this test to show the order")
 }
