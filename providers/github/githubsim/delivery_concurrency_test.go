@@ -84,9 +84,19 @@ func TestDeliveriesAreSentConcurrently(t *testing.T) {
 	if _, maxSeen, _, _ := g.counts(); maxSeen > workers {
 		t.Fatalf("%d deliveries were in flight at once, more than DeliveryConcurrency %d", maxSeen, workers)
 	}
+	// The receiver counts an answer as it writes it; the simulator records
+	// it once the response reaches its client, a moment later.
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		for _, d := range s.Deliveries() {
+			if !d.Attempted {
+				return false, fmt.Sprintf("delivery %d not recorded as attempted yet", d.ID)
+			}
+		}
+		return true, ""
+	})
 	for _, d := range s.Deliveries() {
-		if !d.Attempted || d.StatusCode != http.StatusAccepted || d.SentAt.IsZero() || d.DeliveredAt.Before(d.SentAt) {
-			t.Fatalf("delivery %+v", d)
+		if d.StatusCode != http.StatusAccepted || d.SentAt.IsZero() || d.DeliveredAt.Before(d.SentAt) {
+			t.Fatalf("delivery %d: status %d, sent %s, delivered %s, error %q", d.ID, d.StatusCode, d.SentAt, d.DeliveredAt, d.Error)
 		}
 	}
 }
