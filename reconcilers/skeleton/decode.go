@@ -4,8 +4,10 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -37,6 +39,7 @@ import (
 func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRecorder, obj Object) (stop bool, result ctrl.Result, err error) {
 	failures := decodeFailures(obj)
 	if len(failures) == 0 {
+		reportedUndecodable.forget(obj.GetUID())
 		return false, ctrl.Result{}, nil
 	}
 	deleting := !obj.GetDeletionTimestamp().IsZero()
@@ -64,11 +67,45 @@ func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRec
 	}
 	_, before := conditions.ReadyMessage(patch.Before())
 	reason, after := conditions.ReadyMessage(obj)
-	if after == before {
+	if after == before || !reportedUndecodable.first(obj.GetUID(), after) {
 		return true, ctrl.Result{}, nil
 	}
 	rec.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Decode", "%s", after)
 	return true, result, err
+}
+
+// reportedUndecodable remembers, per object, the last message its Warning
+// carried. A second reconcile that runs before the cache shows the first
+// one's status write reads the object without the condition and would
+// repeat the Warning (the upgrade test saw two). Undecodable objects are
+// few and the entry is a UID and a message; a fixed object's message
+// decodes again and is forgotten, so a later fault is reported again.
+var reportedUndecodable = &lastMessages{byUID: map[types.UID]string{}}
+
+type lastMessages struct {
+	mu    sync.Mutex
+	byUID map[types.UID]string
+}
+
+// first records message for uid and reports whether it differs from the
+// one recorded before.
+func (l *lastMessages) first(uid types.UID, message string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byUID[uid] == message {
+		return false
+	}
+	l.byUID[uid] = message
+	return true
+}
+
+// forget drops uid's entry: the object decodes.
+func (l *lastMessages) forget(uid types.UID) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.byUID) > 0 {
+		delete(l.byUID, uid)
+	}
 }
 
 // UndecodableMessage names each field that failed to decode, why, and what
