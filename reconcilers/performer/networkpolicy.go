@@ -57,11 +57,11 @@ type policies struct {
 	applied map[string]bool
 }
 
+// lock serializes the work on ns's policy; mu guards the maps themselves,
+// which every namespace shares.
 func (p *policies) lock(ns string) func() {
 	p.mu.Lock()
-	if p.locks == nil {
-		p.locks, p.applied = map[string]*sync.Mutex{}, map[string]bool{}
-	}
+	p.init()
 	l, ok := p.locks[ns]
 	if !ok {
 		l = &sync.Mutex{}
@@ -70,6 +70,31 @@ func (p *policies) lock(ns string) func() {
 	p.mu.Unlock()
 	l.Lock()
 	return l.Unlock
+}
+
+// init makes the maps; the caller holds mu.
+func (p *policies) init() {
+	if p.locks == nil {
+		p.locks, p.applied = map[string]*sync.Mutex{}, map[string]bool{}
+	}
+}
+
+func (p *policies) isApplied(ns string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	return p.applied[ns]
+}
+
+func (p *policies) setApplied(ns string, applied bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	if applied {
+		p.applied[ns] = true
+	} else {
+		delete(p.applied, ns)
+	}
 }
 
 // isolate keeps the namespace's NetworkPolicy that lets only executor Pods
@@ -98,7 +123,7 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error
 	have := &networkingv1.NetworkPolicy{}
 	err := r.Client.Get(ctx, key, have)
 	if apierrors.IsNotFound(err) {
-		if r.policies.applied[ns] {
+		if r.policies.isApplied(ns) {
 			return "", nil // made here; the cache does not show it yet
 		}
 		// The cache holds only the operator's; someone else's of this name
@@ -112,13 +137,13 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error
 	case have.Labels[meta.ManagedByLabel] != meta.ManagedByValue:
 		return fmt.Sprintf("NetworkPolicy %s exists and is not managed by HyperFleet: delete or rename it so the operator can isolate the namespace's performers", have.Name), nil
 	case apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && labelsInclude(have.Labels, want.Labels):
-		r.policies.applied[ns] = true
+		r.policies.setApplied(ns, true)
 		return "", nil
 	}
 	if err := serverside.Apply(ctx, r.Client, FieldOwner, want); err != nil {
 		return "", fmt.Errorf("applying NetworkPolicy %s: %w", key, err)
 	}
-	r.policies.applied[ns] = true
+	r.policies.setApplied(ns, true)
 	return "", nil
 }
 
@@ -136,7 +161,7 @@ func (r *Reconciler) syncPolicy(ctx context.Context, ns string) error {
 	}
 	unlock := r.policies.lock(ns)
 	defer unlock()
-	delete(r.policies.applied, ns)
+	r.policies.setApplied(ns, false)
 	have := &networkingv1.NetworkPolicy{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: NetworkPolicyName}, have); err != nil {
 		return client.IgnoreNotFound(err)
@@ -155,7 +180,7 @@ func (r *Reconciler) syncPolicy(ctx context.Context, ns string) error {
 func (r *Reconciler) forgetPolicy(ns string) {
 	unlock := r.policies.lock(ns)
 	defer unlock()
-	delete(r.policies.applied, ns)
+	r.policies.setApplied(ns, false)
 }
 
 // dropLegacyPolicy deletes the performer-<name> policy an earlier version
