@@ -12,6 +12,7 @@ import (
 	agentv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/agent/v1"
 	bundlev1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/bundle/v1"
 	entryv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/entry/v1"
+	svidv1 "github.com/spiffe/spire-api-sdk/proto/spire/api/server/svid/v1"
 	"github.com/spiffe/spire-api-sdk/proto/spire/api/types"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -35,6 +36,7 @@ type Client struct {
 	agents       agentv1.AgentClient
 	entries      entryv1.EntryClient
 	bundles      bundlev1.BundleClient
+	svids        svidv1.SVIDClient
 	close        func() error
 }
 
@@ -55,6 +57,7 @@ func NewClient(conn grpc.ClientConnInterface, trustDomain, installation string) 
 		agents:       agentv1.NewAgentClient(conn),
 		entries:      entryv1.NewEntryClient(conn),
 		bundles:      bundlev1.NewBundleClient(conn),
+		svids:        svidv1.NewSVIDClient(conn),
 		close:        func() error { return nil },
 	}, nil
 }
@@ -360,4 +363,40 @@ func apiError(what string, err error) error {
 		return err
 	}
 	return fmt.Errorf("spire: %s: %w", what, err)
+}
+
+func (c *Client) ForgetMachine(ctx context.Context, machine MachineID) error {
+	if err := c.own(machine); err != nil {
+		return err
+	}
+	id := &types.SPIFFEID{TrustDomain: c.trustDomain, Path: machine.Path()}
+	// The workload entries first: while an alias is left, the agent can
+	// still be found and evicted by a retry.
+	var workloads []string
+	if err := c.eachEntry(ctx, &entryv1.ListEntriesRequest_Filter{ByParentId: id}, func(e *types.Entry) {
+		workloads = append(workloads, e.GetId())
+	}); err != nil {
+		return err
+	}
+	for _, eid := range workloads {
+		if err := c.DeleteEntry(ctx, eid); err != nil {
+			return err
+		}
+	}
+	agents := map[string]bool{}
+	if err := c.eachEntry(ctx, &entryv1.ListEntriesRequest_Filter{BySpiffeId: id}, func(e *types.Entry) {
+		if _, ok := c.alias(e); ok {
+			agents[spiffeID(e.GetParentId())] = true
+		}
+	}); err != nil {
+		return err
+	}
+	// EvictAgent deletes the agent and its aliases; an alias whose token was
+	// never used has no agent, and goes the same way.
+	for agent := range agents {
+		if err := c.EvictAgent(ctx, agent); err != nil {
+			return err
+		}
+	}
+	return nil
 }

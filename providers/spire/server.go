@@ -46,6 +46,25 @@ type Server interface {
 	// a machine's agent is given (trust_bundle_path) so it verifies the
 	// server on first contact instead of trusting whatever answers.
 	TrustBundle(ctx context.Context) ([]byte, error)
+
+	// MintX509SVID signs csr (ASN.1 DER, its one URI SAN a SPIFFE ID under
+	// the installation's prefix) for ttl (the server may shorten it): the
+	// operator's own serving identity, for the credential endpoint machines
+	// reach over mTLS. A CSR for any other ID is refused (ErrNotOwned).
+	MintX509SVID(ctx context.Context, csr []byte, ttl time.Duration) (X509SVID, error)
+
+	// ForgetMachine removes everything SPIRE holds for machine: its
+	// workload entries, its node aliases (so an unused join token no longer
+	// leads to it) and the agents aliased to it (evicted). Nothing left
+	// succeeds, so it is safe to repeat.
+	ForgetMachine(ctx context.Context, machine MachineID) error
+}
+
+// X509SVID is a minted SVID: the leaf first, then intermediates (DER).
+type X509SVID struct {
+	CertChain [][]byte
+	ID        string
+	ExpiresAt time.Time
 }
 
 // JoinToken is a secret: whoever holds it can attest as the machine until it

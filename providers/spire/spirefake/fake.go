@@ -33,6 +33,7 @@ type Server struct {
 	entries map[string]spire.Entry
 	agents  map[string]spire.Agent // agent ID → agent
 	nextID  int
+	ca      *ca
 }
 
 // NewServer returns an empty server of trustDomain.
@@ -236,6 +237,12 @@ func (c *Client) EvictAgent(_ context.Context, id string) error {
 }
 
 func (c *Client) TrustBundle(context.Context) ([]byte, error) {
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	if len(c.s.Bundle) == 0 && c.s.ca != nil {
+		// The authority MintX509SVID signed with, as a real server's bundle.
+		return c.s.caPEM(), nil
+	}
 	if len(c.s.Bundle) == 0 {
 		return nil, fmt.Errorf("spirefake: no trust bundle set: %w", providers.ErrNotFound)
 	}
