@@ -78,6 +78,8 @@ type Options struct {
 	Hourglass HourglassOptions
 	// Runners configure RunnerPools and the webhook receiver.
 	Runners RunnerOptions
+	// Attestation configures SPIRE and the credential endpoint.
+	Attestation AttestationOptions
 }
 
 // BindFlags registers the manager's flags on fs.
@@ -115,6 +117,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 	o.Cyberdesk.bindFlags(fs)
 	o.Hourglass.bindFlags(fs)
 	o.Runners.bindFlags(fs)
+	o.Attestation.bindFlags(fs)
 }
 
 // Complete fills defaults from the environment and checks the values.
@@ -136,6 +139,9 @@ func (o *Options) Complete() error {
 		o.Identity = host
 	}
 	if err := checkControllers(o.Controllers); err != nil {
+		return err
+	}
+	if err := o.Attestation.complete(); err != nil {
 		return err
 	}
 	if o.InstallationID != "" {

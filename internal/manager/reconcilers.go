@@ -43,8 +43,12 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 		}
 	}
 	if o.runs(ControllerMachineClaim) {
+		attest, err := setupAttestation(mgr, o, creds)
+		if err != nil {
+			return err
+		}
 		if err := (&machineclaim.Reconciler{
-			Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(),
+			Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(), Attestation: attest,
 			Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
 			ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
 			MaxConcurrentReconciles: o.Workers.For(WorkersMachineClaim),

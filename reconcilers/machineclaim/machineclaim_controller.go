@@ -25,6 +25,8 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
+	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -45,6 +47,9 @@ type Reconciler struct {
 	APIReader client.Reader
 	// Credentials reads spec.userDataSecretRef (a GET, label-gated).
 	Credentials *credentials.Reader
+	// Attestation is the SPIRE side of templates that ask for attestation;
+	// nil: such claims stall, saying what to configure.
+	Attestation *attestation.Registry
 	Recorder    events.EventRecorder
 	// Clock tells provisioning timeouts, expiries and the finalization
 	// deadline (the real clock when nil); tests step a fake one instead of
@@ -109,6 +114,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&hypervisorv1alpha1.HypervisorMachineTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsForTemplate)).
 		WatchesRawSource(source.Func(r.wakes)).
+		WatchesRawSource(source.Func(r.attestedWakes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -124,6 +130,18 @@ func (r *Reconciler) wakes(_ context.Context, q workqueue.TypedRateLimitingInter
 		}
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
 	})
+	return nil
+}
+
+// attestedWakes enqueues a claim whose machine attested or received its
+// credentials: the credential endpoint wrote its status, which the
+// claim's own watch ignores (generation and annotations only).
+func (r *Reconciler) attestedWakes(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
+	if r.Attestation != nil {
+		r.Attestation.OnAttested(func(namespace, name string) {
+			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
+		})
+	}
 	return nil
 }
 
@@ -170,6 +188,10 @@ type scope struct {
 	ended string
 	// released: the finalizer was removed; nothing more is written.
 	released bool
+	// machineConfig: what the machine attests with, for its user data.
+	machineConfig *spire.MachineConfig
+	// attestRun: the command the attestation part runs (workload none).
+	attestRun []string
 }
 
 // Reconcile drives one claim.
@@ -197,7 +219,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ct
 		return ctrl.Result{}, err
 	}
 	return skeleton.RunPhases(ctx, s,
-		r.ended, r.retire, r.resolve, r.deadlines, r.assignReference, r.ensureAddress, r.provision, r.observe)
+		r.ended, r.retire, r.resolve, r.deadlines, r.attestationDeadline, r.assignReference, r.ensureAddress, r.attest, r.provision, r.observe)
 }
 
 // deleteMachine asks the claim's cluster to delete the machine: nil once gone.

@@ -15,6 +15,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -85,6 +86,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	}
 	r.backoff.reset(claim.UID)
 	r.deleteOwnedUserData(ctx, claim)
+	r.forgetAttestation(ctx, claim, r.templateOf(ctx, claim))
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
@@ -245,6 +247,14 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		}
 		spec.CloudInit.UserData = data
 	}
+	if mc := s.machineConfig; mc != nil {
+		ud, err := attestation.WithMachineConfig(spec.CloudInit.UserData, *mc, s.attestRun)
+		if err != nil {
+			s.blocked = &blocker{state: conditions.Stalled, reason: ReasonUserDataUnsupported, message: err.Error()}
+			return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+		}
+		spec.CloudInit.UserData = ud
+	}
 	m, err := s.provider.Create(ctx, spec)
 	if errors.Is(err, providers.ErrNameTaken) {
 		taken := machineRef(c)
@@ -344,6 +354,7 @@ func (r *Reconciler) retireMachine(ctx context.Context, s *scope) (skeleton.Resu
 	err := r.deleteMachine(ctx, s)
 	switch {
 	case err == nil:
+		r.forgetAttestation(ctx, c, s.template)
 		return r.finish(s, c.Status.TerminationReason, "machine "+c.Status.MachineName+" deleted")
 	case errors.Is(err, providers.ErrInProgress):
 		return skeleton.StopAndRequeue(jitter(pollWhileBusy)), nil

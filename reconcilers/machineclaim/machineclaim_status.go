@@ -3,6 +3,8 @@ package machineclaim
 import (
 	"fmt"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
@@ -45,7 +47,7 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 		return conditions.Summary{}
 	case s.ended != "":
 		phase = hypervisorv1alpha1.MachineTerminated
-		if c.Status.TerminationReason == ReasonProvisioningTimeout {
+		if r := c.Status.TerminationReason; r == ReasonProvisioningTimeout || r == ReasonAttestationFailed {
 			phase = hypervisorv1alpha1.MachineFailed
 		}
 		c.Status.Addresses = nil
@@ -70,6 +72,9 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 		return conditions.Summary{}
 	}
 	c.Status.Phase = phase
+	if cond := attestedCondition(c); cond != nil {
+		apimeta.SetStatusCondition(&c.Status.Conditions, *cond)
+	}
 	return summary
 }
 

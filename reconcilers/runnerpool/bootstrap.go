@@ -36,6 +36,29 @@ type BootstrapConfig struct {
 	Runner      RunnerSettings `json:"runner"`
 }
 
+// credentialsKey is the bootstrap Secret's key holding the runner's
+// credential when the machine attests (spec.credentialsSecretRef).
+const credentialsKey = "credentials"
+
+// runnerCredentials moves the runner's credential out of cfg into the JSON
+// the credential endpoint hands out (spire.Credentials: jitConfig, or
+// token and url), leaving cfg with nothing secret in it.
+func runnerCredentials(cfg *BootstrapConfig) (string, error) {
+	creds := map[string]string{}
+	if cfg.JITConfig != "" {
+		creds["jitConfig"] = cfg.JITConfig
+	}
+	if cfg.Token != "" {
+		creds["token"], creds["url"] = cfg.Token, cfg.URL
+	}
+	data, err := json.Marshal(creds)
+	if err != nil {
+		return "", err
+	}
+	cfg.JITConfig, cfg.Token = "", ""
+	return string(data), nil
+}
+
 // userData is the cloud-config that writes the agent's configuration and
 // starts the agent. It carries one runner's JIT config or registration
 // token — never a long-lived credential — and lives only in a Secret (and,

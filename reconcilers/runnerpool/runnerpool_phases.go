@@ -66,6 +66,10 @@ type scope struct {
 
 	// templateMissing: spec.templateRef names no template (getTemplate).
 	templateMissing bool
+	// attested: the template asks for attestation, so a runner's
+	// credential is handed out by the credential endpoint, never put in
+	// its user data (getTemplate).
+	attested bool
 	// githubErr is the failed GitHub call that stopped the reconcile:
 	// reading the credentials or listing the runners (connectGitHub).
 	githubErr error
@@ -139,6 +143,8 @@ func (r *Reconciler) getTemplate(ctx context.Context, s *scope) (skeleton.Result
 		}
 		return skeleton.Stop(), err
 	}
+	a := tmpl.Spec.Attestation
+	s.attested = a != nil && a.Method != "" && a.Method != hypervisorv1alpha1.AttestationNone
 	return skeleton.Continue(), nil
 }
 
@@ -626,16 +632,30 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		}
 		cfg.Token, cfg.URL = tok.Value, gh.RunnerURL(gscope)
 	}
+	data := map[string]string{}
+	var credsRef *meta.SecretKeyReference
+	if s.attested {
+		// The machine proves who it is before it gets the credential: the
+		// user data holds none, and the credential endpoint hands this key
+		// out once, to this claim's SVID.
+		creds, err := runnerCredentials(&cfg)
+		if err != nil {
+			return "", err
+		}
+		data[credentialsKey] = creds
+		credsRef = &meta.SecretKeyReference{Name: bootstrapSecretName(name), Key: credentialsKey}
+	}
 	ud, err := userData(cfg, r.AgentPath)
 	if err != nil {
 		return "", err
 	}
+	data[userDataKey] = ud
 	labels := map[string]string{PoolLabel: pool.Name}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName(name), Namespace: pool.Namespace,
 			Labels: map[string]string{PoolLabel: pool.Name, meta.CredentialsLabel: "true"}},
 		Type:       corev1.SecretTypeOpaque,
-		StringData: map[string]string{userDataKey: ud},
+		StringData: data,
 	}
 	if err := controllerutil.SetControllerReference(pool, secret, r.Client.Scheme()); err != nil {
 		return "", err
@@ -648,7 +668,8 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef:       pool.Spec.TemplateRef,
-			UserDataSecretRef: &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
+			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
+			CredentialsSecretRef: credsRef,
 		},
 	}
 	if err := controllerutil.SetControllerReference(pool, claim, r.Client.Scheme()); err != nil {

@@ -12,6 +12,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="[has(self.proxmox), has(self.kubevirt)].exists_one(x, x)",message="exactly one of spec.proxmox or spec.kubevirt must be set, matching the provider of the cluster in spec.clusterRef"
 // +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload.type != 'github-runner' || has(self.workload.githubRunner)",message="spec.workload.githubRunner is required when spec.workload.type is github-runner"
 // +kubebuilder:validation:XValidation:rule="!has(self.attestation) || self.attestation.method == 'none' || has(self.attestation.spire)",message="spec.attestation.spire is required when spec.attestation.method is join-token or tpm"
+// +kubebuilder:validation:XValidation:rule="!has(self.workload) || !has(self.workload.credentialsSecretRef) || (has(self.attestation) && self.attestation.method != 'none')",message="spec.workload.credentialsSecretRef needs spec.attestation (join-token or tpm): credentials are handed only to a machine that proved who it is"
 type HypervisorMachineTemplateSpec struct {
 	// ClusterRef names the HypervisorCluster, in this namespace, that runs
 	// the machines. It cannot be changed: claims already made from this
@@ -188,6 +189,14 @@ type WorkloadConfig struct {
 	// GitHubRunner configures the bootstrap agent for github-runner.
 	// +optional
 	GitHubRunner *GitHubRunnerWorkload `json:"githubRunner,omitempty"`
+	// CredentialsSecretRef names a Secret key (the Secret needs the
+	// credentials label) with the credentials every machine of this
+	// template is handed once it has attested (spec.attestation), as a JSON
+	// object of strings. A claim's own spec.credentialsSecretRef wins (a
+	// RunnerPool sets one per runner). Refused without attestation: without
+	// it the operator cannot tell which machine is asking.
+	// +optional
+	CredentialsSecretRef *meta.SecretKeyReference `json:"credentialsSecretRef,omitempty"`
 }
 
 // GitHubRunnerWorkload tells the in-VM bootstrap agent how to fetch and run

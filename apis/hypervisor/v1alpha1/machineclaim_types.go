@@ -93,6 +93,15 @@ type MachineClaimSpec struct {
 	// +optional
 	UserDataSecretRef *meta.SecretKeyReference `json:"userDataSecretRef,omitempty"`
 
+	// CredentialsSecretRef names a Secret key (the Secret needs the
+	// credentials label) holding the workload's credentials as a JSON object
+	// of strings. With attestation (the template's spec.attestation) they
+	// never go into user data: the operator hands them out once, over mTLS,
+	// to the machine that proves with its SVID that it is this claim's.
+	// Unset: the template's spec.workload.credentialsSecretRef, if any.
+	// +optional
+	CredentialsSecretRef *meta.SecretKeyReference `json:"credentialsSecretRef,omitempty"`
+
 	// Hostname of the guest. Empty: the machine's name.
 	// +kubebuilder:validation:MaxLength=63
 	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
@@ -166,9 +175,59 @@ type MachineClaimStatus struct {
 	// +optional
 	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
 	// TerminationReason says why the machine ended: Expired, ShutDown,
-	// Deleted or ProvisioningTimeout.
+	// Deleted, ProvisioningTimeout or AttestationFailed (the machine did
+	// not attest before its join token expired).
 	// +optional
 	TerminationReason string `json:"terminationReason,omitempty"`
+	// Attestation is how far the machine has come in proving its SPIFFE
+	// identity, when its template asks for attestation.
+	// +optional
+	Attestation *MachineAttestationStatus `json:"attestation,omitempty"`
+}
+
+// AttestationPhase is one step of a machine's attestation.
+// +kubebuilder:validation:Enum=Pending;Attested;CredentialsReleased;Failed
+type AttestationPhase string
+
+const (
+	// AttestationPending: a join token was issued; the machine has not
+	// yet shown the SVID it leads to.
+	AttestationPending AttestationPhase = "Pending"
+	// AttestationAttested: the machine presented its SVID to the
+	// credential endpoint; its workload has no credentials.
+	AttestationAttested AttestationPhase = "Attested"
+	// AttestationCredentialsReleased: the machine attested and received
+	// its workload's credentials, once.
+	AttestationCredentialsReleased AttestationPhase = "CredentialsReleased"
+	// AttestationFailed: the machine did not attest before its token's
+	// expiry, or SPIRE refused the operator; see the Ready condition.
+	AttestationFailed AttestationPhase = "Failed"
+)
+
+// MachineAttestationStatus records a machine's attestation, never a secret:
+// the join token and the credentials stay in Secrets.
+type MachineAttestationStatus struct {
+	// Phase: Pending, Attested, CredentialsReleased or Failed.
+	// +optional
+	Phase AttestationPhase `json:"phase,omitempty"`
+	// Method the template asked for: join-token or tpm.
+	// +optional
+	Method AttestationMethod `json:"method,omitempty"`
+	// SPIFFEID minted for the machine's bootstrap workload: the one ID the
+	// credential endpoint hands this claim's credentials to.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	SPIFFEID string `json:"spiffeID,omitempty"`
+	// TokenExpiryTime is when the join token expires; it is also the last
+	// moment the credentials are handed out.
+	// +optional
+	TokenExpiryTime *metav1.Time `json:"tokenExpiryTime,omitempty"`
+	// AttestedTime is when the machine first presented its SVID.
+	// +optional
+	AttestedTime *metav1.Time `json:"attestedTime,omitempty"`
+	// CredentialsReleasedTime is when its credentials were handed out.
+	// +optional
+	CredentialsReleasedTime *metav1.Time `json:"credentialsReleasedTime,omitempty"`
 }
 
 // MachineClaim asks for one virtual machine cloned from a
@@ -182,6 +241,7 @@ type MachineClaimStatus struct {
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.status.node`
 // +kubebuilder:printcolumn:name="IP",type=string,JSONPath=`.status.addresses[0].address`
 // +kubebuilder:printcolumn:name="Expires",type=string,JSONPath=`.status.expiryTime`
+// +kubebuilder:printcolumn:name="Attestation",type=string,JSONPath=`.status.attestation.phase`,priority=1
 // +kubebuilder:printcolumn:name="Provider-ID",type=string,JSONPath=`.status.providerID`,priority=1
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

@@ -1,0 +1,125 @@
+package attestation
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
+)
+
+// ErrNotConfigured: a template asks for attestation, and the operator has no
+// way to reach the SPIRE server it names.
+var ErrNotConfigured = errors.New("no SPIRE server configured")
+
+// DefaultTokenTTL is a join token's lifetime when the template sets none
+// (the API server defaults it to the same).
+const DefaultTokenTTL = 10 * time.Minute
+
+// Registry knows the SPIRE servers templates may name, and what every
+// attested machine is told. One per operator process; safe for concurrent
+// use.
+type Registry struct {
+	// Installation scopes every SPIFFE ID the operator mints.
+	Installation string
+	// AdminSocket is the SPIRE server admin socket used when a template's
+	// spec.attestation.spire.adminSocketPath is empty (--spire-admin-socket).
+	AdminSocket string
+	// Dial connects to a server's admin socket; spire.DialSocket when nil
+	// (tests give the fake).
+	Dial func(socket, trustDomain, installation string) (spire.Server, error)
+	// EndpointURL is the credential endpoint as machines reach it
+	// (--credential-endpoint-url, https://host:port); empty, machines are
+	// told of none, and a workload with credentials cannot attest.
+	EndpointURL string
+	// Selectors match the bootstrap agent on a machine to its workload
+	// entry: unix:uid:0 in a VM, where it runs as root
+	// (--spire-workload-selector).
+	Selectors []spire.Selector
+	// AgentPath is hyperfleet-bootstrap's path on machines, which a
+	// machine whose workload is none runs to attest (DefaultAgentPath).
+	AgentPath string
+
+	mu      sync.Mutex
+	servers map[serverKey]spire.Server
+	wake    []func(namespace, name string)
+}
+
+// DefaultAgentPath is where machine images carry cmd/hyperfleet-bootstrap.
+const DefaultAgentPath = "/usr/local/bin/hyperfleet-bootstrap"
+
+// AgentPathOrDefault is AgentPath, or DefaultAgentPath when unset.
+func (r *Registry) AgentPathOrDefault() string { return cmp.Or(r.AgentPath, DefaultAgentPath) }
+
+type serverKey struct{ socket, trustDomain string }
+
+// Server returns the client of the SPIRE server cfg names, dialling it on
+// first use. Without an admin socket (cfg's or the operator's) it returns
+// ErrNotConfigured, with what to set.
+func (r *Registry) Server(cfg *hypervisorv1alpha1.SPIREConfig) (spire.Server, error) {
+	if cfg == nil {
+		return nil, fmt.Errorf("%w: set spec.attestation.spire (serverAddress, trustDomain) on the template", ErrNotConfigured)
+	}
+	socket := cmp.Or(cfg.AdminSocketPath, r.AdminSocket)
+	if socket == "" {
+		return nil, fmt.Errorf("%w: the operator cannot mint join tokens for trust domain %s: run it with --spire-admin-socket (the SPIRE server's admin socket, mounted into its Pod), or set spec.attestation.spire.adminSocketPath", ErrNotConfigured, cfg.TrustDomain)
+	}
+	key := serverKey{socket: socket, trustDomain: cfg.TrustDomain}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.servers[key]; ok {
+		return s, nil
+	}
+	dial := r.Dial
+	if dial == nil {
+		dial = func(socket, td, inst string) (spire.Server, error) { return spire.DialSocket(socket, td, inst) }
+	}
+	// The connection is lazy: dialling succeeds while the server is down,
+	// and each call says whether it answers.
+	s, err := dial(socket, cfg.TrustDomain, r.Installation)
+	if err != nil {
+		return nil, err
+	}
+	if r.servers == nil {
+		r.servers = map[serverKey]spire.Server{}
+	}
+	r.servers[key] = s
+	return s, nil
+}
+
+// OnAttested registers fn to hear of a machine that attested or received
+// its credentials (the MachineClaim reconciler enqueues the claim, whose
+// status changed outside it).
+func (r *Registry) OnAttested(fn func(namespace, name string)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.wake = append(r.wake, fn)
+}
+
+func (r *Registry) attested(namespace, name string) {
+	r.mu.Lock()
+	fns := slices.Clone(r.wake)
+	r.mu.Unlock()
+	for _, fn := range fns {
+		fn(namespace, name)
+	}
+}
+
+// ParseSelectors parses "type:value" selectors, e.g. "unix:uid:0".
+func ParseSelectors(in []string) ([]spire.Selector, error) {
+	out := make([]spire.Selector, 0, len(in))
+	for _, s := range in {
+		t, v, ok := strings.Cut(s, ":")
+		if !ok || t == "" || v == "" {
+			return nil, fmt.Errorf("selector %q is not type:value, e.g. unix:uid:0", s)
+		}
+		out = append(out, spire.Selector{Type: t, Value: v})
+	}
+	return out, nil
+}
+
