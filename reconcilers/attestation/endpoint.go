@@ -128,26 +128,9 @@ func peerID(state *tls.ConnectionState) string {
 // answer decides a request. It reads the claim fresh each time and writes
 // only to record a hand-out, so a refused request changes nothing.
 func (e *Endpoint) answer(ctx context.Context, method, path, peer string, body []byte) answer {
-	switch {
-	case path != spire.CredentialsPath:
-		return answer{code: http.StatusNotFound, result: ResultBadRequest, message: "not found: POST " + spire.CredentialsPath}
-	case method != http.MethodPost:
-		return answer{code: http.StatusMethodNotAllowed, result: ResultBadRequest, message: "use POST"}
-	case peer == "":
-		return answer{code: http.StatusUnauthorized, result: ResultWrongIdentity, message: "no X509-SVID presented"}
-	}
-	m, workload, err := spire.ParseID(peer)
-	if err != nil || workload != spire.BootstrapWorkload || m.Installation != e.Registry.Installation || m.Kind != MachineKind {
-		return answer{code: http.StatusForbidden, result: ResultWrongIdentity, message: "this SVID is not a HyperFleet machine's bootstrap identity of this installation"}
-	}
-	req, err := parseRequest(body)
-	if err != nil {
-		return answer{code: http.StatusBadRequest, result: ResultBadRequest, message: err.Error()}
-	}
-	if req.Claim != "" && req.Claim != m.Namespace+"/"+m.Name {
-		// The SVID alone decides whose credentials these are; a machine
-		// asking for another claim's is refused, and counted.
-		return answer{code: http.StatusForbidden, result: ResultWrongIdentity, message: "this SVID is not the named claim's"}
+	m, refused := decodeRequest(method, path, peer, body, e.Registry.Installation)
+	if refused != nil {
+		return *refused
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{}
 	if err := e.Reader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, claim); err != nil {
@@ -201,6 +184,38 @@ func (e *Endpoint) answer(ctx context.Context, method, path, peer string, body [
 	e.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "CredentialsReleased", "ReleaseCredentials",
 		"The machine proved its identity %s and received its credentials (Secret %s, key %s), once", peer, ref.Name, ref.Key)
 	return answer{code: http.StatusOK, result: ResultReleased, body: creds}
+}
+
+// decodeRequest checks everything a request says before anything is read:
+// the path, the method, the peer's SPIFFE ID (a bootstrap workload of a
+// MachineClaim of this installation) and the body. It reads nothing, so
+// FuzzDecodeRequest covers it whole.
+func decodeRequest(method, path, peer string, body []byte, installation string) (spire.MachineID, *answer) {
+	refuse := func(code int, result, msg string) (spire.MachineID, *answer) {
+		return spire.MachineID{}, &answer{code: code, result: result, message: msg}
+	}
+	switch {
+	case path != spire.CredentialsPath:
+		return refuse(http.StatusNotFound, ResultBadRequest, "not found: POST "+spire.CredentialsPath)
+	case method != http.MethodPost:
+		return refuse(http.StatusMethodNotAllowed, ResultBadRequest, "use POST")
+	case peer == "":
+		return refuse(http.StatusUnauthorized, ResultWrongIdentity, "no X509-SVID presented")
+	}
+	m, workload, err := spire.ParseID(peer)
+	if err != nil || workload != spire.BootstrapWorkload || m.Installation != installation || m.Kind != MachineKind {
+		return refuse(http.StatusForbidden, ResultWrongIdentity, "this SVID is not a HyperFleet machine's bootstrap identity of this installation")
+	}
+	req, err := parseRequest(body)
+	if err != nil {
+		return refuse(http.StatusBadRequest, ResultBadRequest, err.Error())
+	}
+	if req.Claim != "" && req.Claim != m.Namespace+"/"+m.Name {
+		// The SVID alone decides whose credentials these are; a machine
+		// asking for another claim's is refused, and counted.
+		return refuse(http.StatusForbidden, ResultWrongIdentity, "this SVID is not the named claim's")
+	}
+	return m, nil
 }
 
 // Request is what a machine may send: nothing, or the claim it believes it

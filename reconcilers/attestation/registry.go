@@ -122,4 +122,3 @@ func ParseSelectors(in []string) ([]spire.Selector, error) {
 	}
 	return out, nil
 }
-
