@@ -78,18 +78,12 @@ func (i *Identity) renew(ctx context.Context) error {
 		}
 		certs = append(certs, c)
 	}
-	pem, err := i.server.TrustBundle(ctx)
-	if err != nil {
+	if err := i.refreshBundle(ctx); err != nil {
 		return fmt.Errorf("reading the trust bundle: %w", err)
-	}
-	bundle, err := x509bundle.Parse(i.id.TrustDomain(), pem)
-	if err != nil {
-		return fmt.Errorf("the trust bundle: %w", err)
 	}
 	i.mu.Lock()
 	defer i.mu.Unlock()
 	i.svid = &x509svid.SVID{ID: i.id, Certificates: certs, PrivateKey: key}
-	i.bundle = bundle
 	return nil
 }
 
@@ -111,27 +105,50 @@ func (i *Identity) GetX509BundleForTrustDomain(td spiffeid.TrustDomain) (*x509bu
 	return i.bundle, nil
 }
 
-// Run renews the SVID at half its life (and re-reads the bundle with it)
-// until ctx ends; a failed renewal is retried every 10 seconds, and the
-// current SVID is served meanwhile.
+// bundleRefresh is how often the trust bundle is re-read: SPIRE publishes
+// a new authority in it before it signs with it, and a machine's SVID from
+// a new authority must verify here soon after (a server restarted with the
+// memory key manager has a new authority at once).
+const bundleRefresh = 10 * time.Second
+
+// Run renews the SVID at half its life and re-reads the bundle every
+// bundleRefresh until ctx ends; a failure is logged and retried at the next
+// tick, and what was read last is served meanwhile.
 func (i *Identity) Run(ctx context.Context, log logr.Logger) {
+	t := time.NewTicker(bundleRefresh)
+	defer t.Stop()
 	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 		i.mu.RLock()
 		leaf := i.svid.Certificates[0]
 		i.mu.RUnlock()
-		wait := time.Until(leaf.NotBefore.Add(leaf.NotAfter.Sub(leaf.NotBefore) / 2))
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(max(wait, time.Second)):
+		if time.Now().After(leaf.NotBefore.Add(leaf.NotAfter.Sub(leaf.NotBefore) / 2)) {
+			if err := i.renew(ctx); err != nil {
+				log.Error(err, "Renewing the credential endpoint's SVID failed; retrying", "expires", leaf.NotAfter)
 			}
-			err := i.renew(ctx)
-			if err == nil {
-				break
-			}
-			log.Error(err, "Renewing the credential endpoint's SVID failed; retrying in 10s", "expires", leaf.NotAfter)
-			wait = 10 * time.Second
+			continue
+		}
+		if err := i.refreshBundle(ctx); err != nil {
+			log.Error(err, "Re-reading the trust bundle failed; retrying")
 		}
 	}
+}
+
+func (i *Identity) refreshBundle(ctx context.Context) error {
+	pem, err := i.server.TrustBundle(ctx)
+	if err != nil {
+		return err
+	}
+	bundle, err := x509bundle.Parse(i.id.TrustDomain(), pem)
+	if err != nil {
+		return err
+	}
+	i.mu.Lock()
+	i.bundle = bundle
+	i.mu.Unlock()
+	return nil
 }

@@ -47,8 +47,10 @@ type Server struct {
 	Port        int
 	TrustDomain string
 
-	bin string
-	dir string
+	bin  string
+	dir  string
+	conf string
+	p    *process
 }
 
 // StartServer starts a server in a temporary directory and waits until its
@@ -93,22 +95,36 @@ plugins {
   }
 }
 `, s.Port, s.SocketPath, trustDomain, filepath.Join(dir, "data"), filepath.Join(dir, "datastore.sqlite3"))
-	confPath := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+	s.conf = filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	p := start(t, "spire-server", command(bin, "spire-server", "run", "-config", confPath), "")
+	s.Start(t)
+	return s
+}
+
+// Start starts the server (again, after Stop: same data, same keys, same
+// socket) and waits until its admin socket answers.
+func (s *Server) Start(t testing.TB) {
+	t.Helper()
+	s.p = start(t, "spire-server", command(s.bin, "spire-server", "run", "-config", s.conf), "")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := command(bin, "spire-server", "healthcheck", "-socketPath", s.SocketPath).CombinedOutput()
+		out, err := command(s.bin, "spire-server", "healthcheck", "-socketPath", s.SocketPath).CombinedOutput()
 		if err == nil {
-			return s
+			return
 		}
-		if p.exited() || time.Now().After(deadline) {
-			t.Fatalf("spire-server did not become healthy: %v: %s\nserver log:\n%s", err, out, p.output())
+		if s.p.exited() || time.Now().After(deadline) {
+			t.Fatalf("spire-server did not become healthy: %v: %s\nserver log:\n%s", err, out, s.p.output())
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// Stop stops the server, as an outage would, until Start.
+func (s *Server) Stop(t testing.TB) {
+	t.Helper()
+	s.p.stop()
 }
 
 // Agent is a spire-agent process.
@@ -274,16 +290,23 @@ func start(t testing.TB, name string, cmd *exec.Cmd, redact string) *process {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	t.Cleanup(p.stop)
 	return p
+}
+
+// stop ends the process with SIGTERM, or SIGKILL if it hangs; stopping an
+// ended process does nothing.
+func (p *process) stop() {
+	if p.exited() {
+		return
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+	}
 }
 
 // command runs one of the SPIRE binaries in dir.
