@@ -95,10 +95,14 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 	if !ao.endpointEnabled() {
 		return reg, nil
 	}
-	reg.EndpointURL = strings.TrimSuffix(ao.EndpointURL, "/")
+	reg.EndpointURL, reg.EndpointTrustDomain = strings.TrimSuffix(ao.EndpointURL, "/"), ao.TrustDomain
 	registerAttestationMetrics.Do(func() { metrics.Registry.MustRegister(attestation.Metrics()...) })
 	ep := &attestation.Endpoint{Registry: reg, Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Credentials: creds,
 		Recorder: mgr.GetEventRecorder("credential-endpoint")}
+	if o.MachineClaimClock != nil {
+		// The claims' deadlines and the endpoint's are told by one clock.
+		ep.Now = o.MachineClaimClock.Now
+	}
 	return reg, mgr.Add(everyReplica(func(ctx context.Context) error {
 		log := ctrl.LoggerFrom(ctx).WithName("credential-endpoint")
 		server, err := reg.Server(&hypervisorv1alpha1.SPIREConfig{TrustDomain: ao.TrustDomain})

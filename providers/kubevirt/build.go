@@ -24,6 +24,10 @@ const cloudInitVolume = "cloudinitdisk"
 // secretName is the cloud-init Secret of a VirtualMachine.
 func secretName(vm string) string { return vm + "-cloudinit" }
 
+// CloudInitSecretName is the Secret, beside VM vm, whose UserDataKey holds
+// the user data the guest boots with: what the stand-ins of the guest read.
+func CloudInitSecretName(vm string) string { return secretName(vm) }
+
 var secretGVK = corev1.SchemeGroupVersion.WithKind("Secret")
 
 // desired is what Create makes: the VirtualMachine and, when the machine

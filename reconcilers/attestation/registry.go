@@ -37,6 +37,9 @@ type Registry struct {
 	// (--credential-endpoint-url, https://host:port); empty, machines are
 	// told of none, and a workload with credentials cannot attest.
 	EndpointURL string
+	// EndpointTrustDomain is the only trust domain whose SVIDs the
+	// credential endpoint accepts (--spire-trust-domain).
+	EndpointTrustDomain string
 	// Selectors match the bootstrap agent on a machine to its workload
 	// entry: unix:uid:0 in a VM, where it runs as root
 	// (--spire-workload-selector).

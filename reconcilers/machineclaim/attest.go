@@ -93,12 +93,15 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 	if reg == nil {
 		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s asks for attestation, and the operator runs without SPIRE: start it with --spire-admin-socket and --credential-endpoint-url (README, \"Attestation\")", t.Name))
 	}
-	if reg.EndpointURL == "" {
-		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s asks for attestation, and the operator has no credential endpoint machines can reach: start it with --credential-endpoint-url", t.Name))
-	}
 	server, err := reg.Server(a.SPIRE)
 	if err != nil {
 		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s: %v", t.Name, err))
+	}
+	if reg.EndpointURL == "" {
+		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s asks for attestation, and the operator has no credential endpoint machines can reach: start it with --credential-endpoint-url", t.Name))
+	}
+	if reg.EndpointTrustDomain != a.SPIRE.TrustDomain {
+		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s names trust domain %s, and the credential endpoint accepts SVIDs of %s only (--spire-trust-domain): machines of %s could never fetch anything", t.Name, a.SPIRE.TrustDomain, reg.EndpointTrustDomain, a.SPIRE.TrustDomain))
 	}
 	m := machineID(c, a.SPIRE.TrustDomain, reg.Installation)
 	workload, err := m.Workload(spire.BootstrapWorkload)

@@ -667,7 +667,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels,
 			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
-			TemplateRef:       pool.Spec.TemplateRef,
+			TemplateRef:          pool.Spec.TemplateRef,
 			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
 			CredentialsSecretRef: credsRef,
 		},

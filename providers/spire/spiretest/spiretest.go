@@ -314,6 +314,10 @@ func command(dir, name string, args ...string) *exec.Cmd {
 	return exec.Command(filepath.Join(dir, name), args...) //nolint:gosec // the binaries hack/spire.sh built, with arguments of our own
 }
 
+// FreePort asks the kernel for a free port on 127.0.0.1 (for a listener the
+// test starts beside the server, such as the credential endpoint).
+func FreePort(t testing.TB) int { return freePort(t) }
+
 // freePort asks the kernel for a free port on 127.0.0.1.
 func freePort(t testing.TB) int {
 	t.Helper()

@@ -1,0 +1,262 @@
+package attested_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"
+)
+
+// TestCredentialsAfterAttestationKubeVirt is the happy path on KubeVirt:
+// the machine's user data carries a join token and no credential; its
+// agent attests with the token, gets the SVID minted for exactly this
+// claim, and fetches the credentials over mTLS, once. Deleting the claim
+// removes its entries, agent and token from SPIRE.
+func TestCredentialsAfterAttestationKubeVirt(t *testing.T) {
+	testCredentialsAfterAttestation(t, rigOptions{})
+}
+
+// TestCredentialsAfterAttestationProxmox: the same through proxmoxsim and
+// the NoCloud ISO the VM boots with.
+func TestCredentialsAfterAttestationProxmox(t *testing.T) {
+	testCredentialsAfterAttestation(t, rigOptions{proxmox: true})
+}
+
+func testCredentialsAfterAttestation(t *testing.T, o rigOptions) {
+	r := newRig(t, o)
+	secretValue := "s3cr3t-" + r.installation
+	r.attest(map[string]string{"apiKey": secretValue})
+	released, replayed := requests(t, attestation.ResultReleased), requests(t, attestation.ResultReplayed)
+	created := time.Now()
+	c := r.claim("worker")
+
+	ud := r.guestUserData("worker")
+	if strings.Contains(ud, secretValue) {
+		t.Fatal("the credential is in the machine's user data")
+	}
+	pending := r.waitAttestation("worker", hypervisorv1alpha1.AttestationPending)
+	if cond := condition(pending, machineclaim.ConditionAttested); cond == nil || cond.Reason != machineclaim.ReasonAttestationPending {
+		t.Fatalf("Attested condition while pending = %+v", cond)
+	}
+	issued := time.Now()
+	m := r.boot("worker")
+	if m.config.SPIFFEID != pending.Status.Attestation.SPIFFEID || !strings.Contains(m.config.SPIFFEID, string(c.UID)) {
+		t.Fatalf("the machine is told to expect %s; the claim recorded %s (uid %s)", m.config.SPIFFEID, pending.Status.Attestation.SPIFFEID, c.UID)
+	}
+	m.attested()
+	svid := time.Now()
+	code, body := m.fetchUntil("", time.Minute)
+	got := time.Now()
+	if code != http.StatusOK {
+		t.Fatalf("fetch: %d %s", code, body)
+	}
+	var creds map[string]string
+	if err := json.Unmarshal([]byte(body), &creds); err != nil || creds["apiKey"] != secretValue {
+		t.Fatalf("the credentials answered do not decode to the Secret's (%v)", err)
+	}
+	t.Logf("claim created → user data with its token: %s; agent start → SVID: %s; SVID → credentials: %s; claim created → credentials: %s",
+		issued.Sub(created).Round(time.Millisecond), svid.Sub(issued).Round(time.Millisecond), got.Sub(svid).Round(time.Millisecond), got.Sub(created).Round(time.Millisecond))
+
+	after := r.waitAttestation("worker", hypervisorv1alpha1.AttestationCredentialsReleased)
+	st := after.Status.Attestation
+	if st.AttestedTime == nil || st.CredentialsReleasedTime == nil {
+		t.Fatalf("attestation status %+v lacks the times", st)
+	}
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		cond := condition(r.get("worker"), machineclaim.ConditionAttested)
+		return cond != nil && cond.Status == "True" && cond.Reason == "CredentialsReleased", fmt.Sprintf("%+v", cond)
+	})
+	statusJSON, _ := json.Marshal(after.Status)
+	if strings.Contains(string(statusJSON), secretValue) || strings.Contains(string(statusJSON), m.config.JoinToken) {
+		t.Fatal("the status holds a secret")
+	}
+
+	if code, body := m.fetch(""); code != http.StatusConflict {
+		t.Fatalf("a second fetch: %d %s, want 409", code, body)
+	}
+	if d := requests(t, attestation.ResultReleased) - released; d != 1 {
+		t.Fatalf("released counted %v times, want 1", d)
+	}
+	if d := requests(t, attestation.ResultReplayed) - replayed; d != 1 {
+		t.Fatalf("replayed counted %v times, want 1", d)
+	}
+	var events corev1.EventList
+	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range events.Items {
+		seen[e.Reason] = true
+		if strings.Contains(e.Message, secretValue) || strings.Contains(e.Message, m.config.JoinToken) {
+			t.Fatalf("event %s holds a secret", e.Reason)
+		}
+	}
+	for _, want := range []string{"JoinTokenIssued", "CredentialsReleased"} {
+		if !seen[want] {
+			t.Fatalf("no %s event; saw %v", want, seen)
+		}
+	}
+
+	if left := r.leftInSPIRE(c); len(left) == 0 {
+		t.Fatal("SPIRE holds nothing for the claim before it is deleted; the cleanup check below would pass vacuously")
+	}
+	if err := r.lab.C.Delete(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, time.Minute, func() (bool, string) {
+		err := r.lab.Get(c)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if left := r.leftInSPIRE(c); len(left) > 0 {
+		t.Fatalf("left in SPIRE after the claim went: %v", left)
+	}
+	tokenSecret := &corev1.Secret{}
+	if err := r.lab.C.Get(context.Background(), client.ObjectKey{Namespace: r.lab.NS, Name: "worker-attestation"}, tokenSecret); !apierrors.IsNotFound(err) {
+		t.Fatalf("the join-token Secret is left: %v", err)
+	}
+}
+
+// TestAttestationWithoutWorkload: attestation does not depend on the
+// workload — a machine with workload none attests, checks in (204) and
+// gets an identity and nothing else; its user data runs the agent.
+func TestAttestationWithoutWorkload(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.attest(nil)
+	r.claim("plain")
+	ud := r.guestUserData("plain")
+	if !strings.Contains(ud, `runcmd:`) || !strings.Contains(ud, `"attest"]`) {
+		t.Fatalf("a machine without a workload must run the agent's attest from its user data:\n%s", ud)
+	}
+	m := r.boot("plain")
+	m.attested()
+	if code, body := m.fetchUntil("", time.Minute); code != http.StatusNoContent || body != "" {
+		t.Fatalf("check-in: %d %q, want 204 and nothing", code, body)
+	}
+	r.waitAttestation("plain", hypervisorv1alpha1.AttestationAttested)
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		cond := condition(r.get("plain"), machineclaim.ConditionAttested)
+		return cond != nil && cond.Status == "True" && cond.Reason == "Attested", fmt.Sprintf("%+v", cond)
+	})
+}
+
+// TestStolenTokenAndAnotherClaimsCredentials: once a machine attested,
+// its token is worth nothing to a second "machine" (a second agent), and
+// machine A's SVID cannot get claim B's credentials.
+func TestStolenTokenAndAnotherClaimsCredentials(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.attest(map[string]string{"apiKey": "for-every-machine"})
+	wrong := requests(t, attestation.ResultWrongIdentity)
+	r.claim("a")
+	r.claim("b")
+	a := r.boot("a")
+	a.attested()
+
+	thief := r.srv.StartAgent(t, a.config.JoinToken, []byte(a.config.TrustBundle))
+	if log, refused := thief.WaitLog("join token does not exist or has already been used", time.Minute); !refused {
+		t.Fatalf("SPIRE did not refuse the stolen token; the second agent's log:\n%s", log)
+	}
+	r.waitAttestation("b", hypervisorv1alpha1.AttestationPending)
+	if code, body := a.fetchUntil(`{"claim":"`+r.lab.NS+`/b"}`, time.Minute); code != http.StatusForbidden {
+		t.Fatalf("A's SVID asking for B's credentials: %d %s, want 403", code, body)
+	}
+	if d := requests(t, attestation.ResultWrongIdentity) - wrong; d != 1 {
+		t.Fatalf("wrong_identity counted %v times, want 1", d)
+	}
+	if after := r.get("b"); after.Status.Attestation.Phase != hypervisorv1alpha1.AttestationPending || after.Status.Attestation.CredentialsReleasedTime != nil {
+		t.Fatalf("B's attestation moved: %+v", after.Status.Attestation)
+	}
+	// A itself still gets its own, once.
+	if code, body := a.fetch(""); code != http.StatusOK {
+		t.Fatalf("A's own fetch: %d %s", code, body)
+	}
+}
+
+// TestLateMachineIsRefusedAndFailed: a machine that has not attested by its
+// token's expiry is retired (Failed, AttestationFailed, Stalled), and a
+// fetch after the deadline is refused.
+func TestLateMachineIsRefusedAndFailed(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.attest(map[string]string{"apiKey": "late"})
+	expired := requests(t, attestation.ResultExpired)
+	r.claim("late")
+	m := r.boot("late") // read before the step: the machine had booted
+	r.waitAttestation("late", hypervisorv1alpha1.AttestationPending)
+	m.attested()
+	clock.Step(t, 11*time.Minute) // past the default 10m token TTL
+	if code, body := m.fetchUntil("", time.Minute); code != http.StatusGone {
+		t.Fatalf("a fetch past the deadline: %d %s, want 410", code, body)
+	}
+	if d := requests(t, attestation.ResultExpired) - expired; d < 1 {
+		t.Fatal("expired was not counted")
+	}
+	eventually.That(t, time.Minute, func() (bool, string) {
+		c := r.get("late")
+		return c.Status.Phase == hypervisorv1alpha1.MachineFailed && c.Status.TerminationReason == machineclaim.ReasonAttestationFailed,
+			fmt.Sprintf("%s (%s) %s", c.Status.Phase, c.Status.TerminationReason, hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions))
+	})
+	c := r.get("late")
+	if cond := condition(c, "Stalled"); cond == nil || cond.Status != "True" {
+		t.Fatalf("a claim Failed for attestation is not Stalled: %+v", c.Status.Conditions)
+	}
+	if cond := condition(c, machineclaim.ConditionAttested); cond == nil || cond.Reason != machineclaim.ReasonAttestationFailed {
+		t.Fatalf("Attested condition = %+v", cond)
+	}
+	if left := r.leftInSPIRE(c); len(left) > 0 {
+		t.Fatalf("left in SPIRE after the machine was retired: %v", left)
+	}
+}
+
+// TestSPIREDownDuringCreate: with SPIRE down, a claim waits with a
+// condition saying so and makes no machine; when SPIRE is back it goes on,
+// and its machine attests.
+func TestSPIREDownDuringCreate(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.attest(map[string]string{"apiKey": "k"})
+	r.srv.Stop(t)
+	r.claim("patient")
+	eventually.That(t, time.Minute, func() (bool, string) {
+		c := r.get("patient")
+		ready := hypervisorlab.ReadyCondition(c.Status.Conditions)
+		return ready.Reason == machineclaim.ReasonSPIREUnavailable, hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions)
+	})
+	if c := r.get("patient"); c.Status.StartTime != nil {
+		t.Fatal("a machine was started while SPIRE was down")
+	}
+	r.srv.Start(t)
+	m := r.boot("patient")
+	m.attested()
+	if code, body := m.fetchUntil("", 2*time.Minute); code != http.StatusOK {
+		t.Fatalf("fetch after SPIRE came back: %d %s", code, body)
+	}
+}
+
+// TestNoSPIREConfigured: a template asking for attestation on an operator
+// without SPIRE stalls its claims, saying what to configure.
+func TestNoSPIREConfigured(t *testing.T) {
+	r := newRig(t, rigOptions{noSPIRE: true})
+	r.attest(nil)
+	r.claim("nowhere")
+	eventually.That(t, time.Minute, func() (bool, string) {
+		c := r.get("nowhere")
+		ready := hypervisorlab.ReadyCondition(c.Status.Conditions)
+		stalled := condition(c, "Stalled")
+		return ready.Reason == machineclaim.ReasonSPIRENotConfigured && stalled != nil && stalled.Status == "True" &&
+			strings.Contains(ready.Message, "--spire-admin-socket"), hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions)
+	})
+	if c := r.get("nowhere"); c.Status.MachineName != "" && c.Status.StartTime != nil {
+		t.Fatal("a machine was made without attestation")
+	}
+}

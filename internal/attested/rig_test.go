@@ -1,0 +1,348 @@
+package attested_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
+	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
+	"github.com/spiffe/go-spiffe/v2/workloadapi"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
+	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
+	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
+)
+
+const trustDomain = "attest.example"
+
+var kvSim *kubevirtsim.Simulator
+
+func TestMain(m *testing.M) {
+	testenv.MainWith(m, func() (func(), error) {
+		ctrl.SetLogger(logr.Discard())
+		ctx, cancel := context.WithCancel(context.Background())
+		if err := hypervisorlab.InstallKubeVirt(ctx); err != nil {
+			cancel()
+			return nil, err
+		}
+		var err error
+		if kvSim, err = kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()}); err != nil {
+			cancel()
+			return nil, err
+		}
+		return func() { cancel(); kvSim.Stop() }, nil
+	})
+}
+
+// clock is the claims' and the endpoint's clock: real time plus what a
+// test stepped it by.
+var clock = &steppedClock{}
+
+type steppedClock struct{ offset atomic.Int64 }
+
+func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
+func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+func (c *steppedClock) Step(t *testing.T, d time.Duration) {
+	c.offset.Add(int64(d))
+	t.Cleanup(func() { c.offset.Add(-int64(d)) })
+}
+
+// rig is one test's SPIRE server, the operator (its own manager and
+// installation) and a lab to make machines in.
+type rig struct {
+	t   *testing.T
+	srv *spiretest.Server
+	// admin is the test's own view of the SPIRE server, for assertions.
+	admin        *spire.Client
+	installation string
+	lab          *hypervisorlab.Lab
+}
+
+type rigOptions struct {
+	proxmox bool
+	// noSPIRE runs the operator without --spire-admin-socket.
+	noSPIRE bool
+}
+
+func newRig(t *testing.T, o rigOptions) *rig {
+	t.Helper()
+	r := &rig{t: t, srv: spiretest.StartServer(t, trustDomain), installation: fmt.Sprintf("att%d", time.Now().UnixNano()%1e9)}
+	admin, err := spire.DialSocket(r.srv.SocketPath, trustDomain, r.installation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = admin.Close() })
+	r.admin = admin
+	port := spiretest.FreePort(t)
+	opts := manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: hypervisorlab.OperatorNamespace,
+		ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second, MachineClaimClock: clock,
+		Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
+			manager.ControllerMachineClaim},
+		SkipControllerNameValidation: true, InstallationID: r.installation,
+		Attestation: manager.AttestationOptions{
+			EndpointAddr: fmt.Sprintf("127.0.0.1:%d", port), EndpointURL: fmt.Sprintf("https://127.0.0.1:%d", port),
+			// The test plays the machine's bootstrap agent, as itself.
+			Selectors: []string{fmt.Sprintf("unix:uid:%d", os.Getuid())},
+		},
+	}
+	if !o.noSPIRE {
+		opts.Attestation.AdminSocket, opts.Attestation.TrustDomain = r.srv.SocketPath, trustDomain
+	}
+	mgr, err := manager.New(testenv.Config(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(testenv.StartManager(mgr))
+	if o.proxmox {
+		r.lab = hypervisorlab.Proxmox(t)
+	} else {
+		r.lab = hypervisorlab.KubeVirt(t)
+	}
+	return r
+}
+
+// attest makes the lab's template ask for join-token attestation; with
+// credentials, its machines are handed them once attested.
+func (r *rig) attest(credentials map[string]string) {
+	r.t.Helper()
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", Namespace: r.lab.NS}}
+	if err := r.lab.Get(tmpl); err != nil {
+		r.t.Fatal(err)
+	}
+	tmpl.Spec.Attestation = &hypervisorv1alpha1.AttestationConfig{Method: hypervisorv1alpha1.AttestationJoinToken,
+		SPIRE: &hypervisorv1alpha1.SPIREConfig{ServerAddress: fmt.Sprintf("127.0.0.1:%d", r.srv.Port), TrustDomain: trustDomain}}
+	if credentials != nil {
+		r.lab.Create(&corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "machine-credentials", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+			StringData: map[string]string{"credentials.json": mustJSON(credentials)},
+		})
+		tmpl.Spec.Workload = &hypervisorv1alpha1.WorkloadConfig{
+			CredentialsSecretRef: &meta.SecretKeyReference{Name: "machine-credentials", Key: "credentials.json"}}
+	}
+	if err := r.lab.C.Update(context.Background(), tmpl); err != nil {
+		r.t.Fatal(err)
+	}
+}
+
+func mustJSON(m map[string]string) string {
+	var b strings.Builder
+	b.WriteString("{")
+	first := true
+	for k, v := range m {
+		if !first {
+			b.WriteString(",")
+		}
+		first = false
+		fmt.Fprintf(&b, "%q:%q", k, v)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// claim makes a MachineClaim of the lab's template.
+func (r *rig) claim(name string) *hypervisorv1alpha1.MachineClaim {
+	r.t.Helper()
+	c := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}}}
+	r.lab.Create(c)
+	return c
+}
+
+// get reads a claim fresh.
+func (r *rig) get(name string) *hypervisorv1alpha1.MachineClaim {
+	r.t.Helper()
+	c := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.lab.NS}}
+	if err := r.lab.Get(c); err != nil {
+		r.t.Fatal(err)
+	}
+	return c
+}
+
+// guestUserData is the claim's user data where its guest finds it: the
+// cloud-init Secret a KubeVirt VM's volume names, or the NoCloud ISO a
+// Proxmox VM booted with.
+func (r *rig) guestUserData(name string) string {
+	r.t.Helper()
+	var ud string
+	eventually.That(r.t, time.Minute, func() (bool, string) {
+		c := r.get(name)
+		if c.Status.MachineName == "" {
+			return false, "no machine yet: " + hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions)
+		}
+		if r.lab.Sim != nil {
+			if c.Status.VMID == nil {
+				return false, "no VMID yet"
+			}
+			seed, ok := r.lab.Sim.SeedAtBoot(int(*c.Status.VMID))
+			if !ok {
+				return false, "the VM has not booted: " + hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions)
+			}
+			var err error
+			ud, err = runnersim.NoCloudUserData(seed)
+			return err == nil, fmt.Sprint(err)
+		}
+		s := &corev1.Secret{}
+		if err := r.lab.C.Get(context.Background(), client.ObjectKey{Namespace: r.lab.NS, Name: kubevirt.CloudInitSecretName(c.Status.MachineName)}, s); err != nil {
+			return false, err.Error()
+		}
+		ud = string(s.Data[kubevirt.UserDataKey])
+		return true, ""
+	})
+	return ud
+}
+
+// machine is the inside of one claim's machine: its agent, attested with
+// the token from its user data.
+type machine struct {
+	r      *rig
+	config spire.MachineConfig
+	agent  *spiretest.Agent
+	source *workloadapi.X509Source
+}
+
+// boot reads the claim's machine config from its user data and starts the
+// machine's spire-agent with it; attested waits until the agent serves the
+// bootstrap workload's SVID.
+func (r *rig) boot(name string) *machine {
+	r.t.Helper()
+	mc, ok, err := attestation.MachineConfigFrom(r.guestUserData(name))
+	if err != nil || !ok {
+		r.t.Fatalf("the user data of %s has no machine config (%v, %v)", name, ok, err)
+	}
+	if mc.ServerAddress != fmt.Sprintf("127.0.0.1:%d", r.srv.Port) {
+		r.t.Fatalf("the machine is told of SPIRE at %s, want the template's", mc.ServerAddress)
+	}
+	return &machine{r: r, config: mc, agent: r.srv.StartAgent(r.t, mc.JoinToken, []byte(mc.TrustBundle))}
+}
+
+func (m *machine) attested() {
+	t := m.r.t
+	t.Helper()
+	m.agent.WaitSVID(t, m.config.SPIFFEID, time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	src, err := workloadapi.NewX509Source(ctx, workloadapi.WithClientOptions(workloadapi.WithAddr("unix://"+m.agent.SocketPath)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = src.Close() })
+	svid, err := src.GetX509SVID()
+	if err != nil || svid.ID.String() != m.config.SPIFFEID {
+		t.Fatalf("the agent's SVID is %v (%v), want %s", svid, err, m.config.SPIFFEID)
+	}
+	m.source = src
+}
+
+// fetch POSTs body to the credential endpoint with the machine's SVID,
+// checking the endpoint is the operator's, as hyperfleet-bootstrap does.
+func (m *machine) fetch(body string) (int, string) {
+	t := m.r.t
+	t.Helper()
+	endpoint, err := spiffeid.FromString(m.config.EndpointID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: tlsconfig.MTLSClientConfig(m.source, m.source, tlsconfig.AuthorizeID(endpoint))}}
+	resp, err := hc.Post(m.config.CredentialEndpoint, "application/json", bytes.NewBufferString(body))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer func() { _ = resp.Body.Close() }()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(data))
+}
+
+// fetchUntil retries while the endpoint is not there yet or says 503.
+func (m *machine) fetchUntil(body string, timeout time.Duration) (int, string) {
+	t := m.r.t
+	t.Helper()
+	var code int
+	var text string
+	eventually.That(t, timeout, func() (bool, string) {
+		code, text = m.fetch(body)
+		return code != 0 && code != http.StatusServiceUnavailable, fmt.Sprintf("%d %s", code, text)
+	})
+	return code, text
+}
+
+// attestation waits for the claim's attestation phase.
+func (r *rig) waitAttestation(name string, want hypervisorv1alpha1.AttestationPhase) *hypervisorv1alpha1.MachineClaim {
+	r.t.Helper()
+	var c *hypervisorv1alpha1.MachineClaim
+	eventually.That(r.t, time.Minute, func() (bool, string) {
+		c = r.get(name)
+		st := c.Status.Attestation
+		if st == nil {
+			return false, "no attestation status: " + hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions)
+		}
+		return st.Phase == want, fmt.Sprintf("attestation %s, %s", st.Phase, hypervisorlab.Describe(c.Status.Phase, c.Status.Conditions))
+	})
+	return c
+}
+
+// condition returns the claim's condition of type t.
+func condition(c *hypervisorv1alpha1.MachineClaim, t string) *metav1.Condition {
+	for i := range c.Status.Conditions {
+		if c.Status.Conditions[i].Type == t {
+			return &c.Status.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// requests is the credential endpoint's count for result.
+func requests(t *testing.T, result string) float64 {
+	v, _ := hypervisorlab.MetricValue(t, "hyperfleet_attestation_credential_requests_total", map[string]string{"result": result})
+	return v
+}
+
+// leftInSPIRE lists what the SPIRE server still holds for the claim's machine.
+func (r *rig) leftInSPIRE(c *hypervisorv1alpha1.MachineClaim) []string {
+	r.t.Helper()
+	ctx := context.Background()
+	var left []string
+	entries, err := r.admin.ListEntries(ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, e := range entries {
+		if m, _, err := spire.ParseID(e.SPIFFEID); err == nil && m.UID == string(c.UID) {
+			left = append(left, "entry "+e.SPIFFEID)
+		}
+	}
+	agents, err := r.admin.ListAgents(ctx)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	for _, a := range agents {
+		if a.Machine.UID == string(c.UID) {
+			left = append(left, "agent of "+a.Machine.String())
+		}
+	}
+	return left
+}
