@@ -16,6 +16,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"
 )
@@ -258,5 +259,36 @@ func TestNoSPIREConfigured(t *testing.T) {
 	})
 	if c := r.get("nowhere"); c.Status.MachineName != "" && c.Status.StartTime != nil {
 		t.Fatal("a machine was made without attestation")
+	}
+}
+
+// TestSweeperForgetsMachinesWithoutClaim: what SPIRE holds for a machine
+// whose claim is gone (its cleanup never ran: SPIRE was down, the operator
+// crashed) is removed by the sweeper; a live claim's is kept.
+func TestSweeperForgetsMachinesWithoutClaim(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.attest(nil)
+	live := r.claim("live")
+	r.waitAttestation("live", hypervisorv1alpha1.AttestationPending)
+	ghost := &hypervisorv1alpha1.MachineClaim{}
+	ghost.Namespace, ghost.Name, ghost.UID = r.lab.NS, "ghost", "0000-gone"
+	m := spire.MachineID{TrustDomain: trustDomain, Installation: r.installation, Kind: attestation.MachineKind, Namespace: r.lab.NS, Name: "ghost", UID: "0000-gone"}
+	w, _ := m.Workload(spire.BootstrapWorkload)
+	ctx := context.Background()
+	if _, err := r.admin.CreateEntry(ctx, spire.EntrySpec{SPIFFEID: w, Parent: m, Selectors: []spire.Selector{{Type: "unix", Value: "uid:0"}}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.admin.CreateJoinToken(ctx, m, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.leftInSPIRE(ghost)) == 0 {
+		t.Fatal("the ghost machine's entries were not made")
+	}
+	eventually.That(t, time.Minute, func() (bool, string) {
+		left := r.leftInSPIRE(ghost)
+		return len(left) == 0, fmt.Sprint(left)
+	})
+	if len(r.leftInSPIRE(live)) == 0 {
+		t.Fatal("the sweeper removed a live claim's entries")
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -100,6 +101,7 @@ func newRig(t *testing.T, o rigOptions) *rig {
 	opts := manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: hypervisorlab.OperatorNamespace,
 		ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second, MachineClaimClock: clock,
+		OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: time.Second,
 		Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
 			manager.ControllerMachineClaim},
 		SkipControllerNameValidation: true, InstallationID: r.installation,
@@ -129,21 +131,27 @@ func newRig(t *testing.T, o rigOptions) *rig {
 // credentials, its machines are handed them once attested.
 func (r *rig) attest(credentials map[string]string) {
 	r.t.Helper()
-	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", Namespace: r.lab.NS}}
-	if err := r.lab.Get(tmpl); err != nil {
-		r.t.Fatal(err)
-	}
-	tmpl.Spec.Attestation = &hypervisorv1alpha1.AttestationConfig{Method: hypervisorv1alpha1.AttestationJoinToken,
-		SPIRE: &hypervisorv1alpha1.SPIREConfig{ServerAddress: fmt.Sprintf("127.0.0.1:%d", r.srv.Port), TrustDomain: trustDomain}}
 	if credentials != nil {
 		r.lab.Create(&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "machine-credentials", Labels: map[string]string{meta.CredentialsLabel: "true"}},
 			StringData: map[string]string{"credentials.json": mustJSON(credentials)},
 		})
-		tmpl.Spec.Workload = &hypervisorv1alpha1.WorkloadConfig{
-			CredentialsSecretRef: &meta.SecretKeyReference{Name: "machine-credentials", Key: "credentials.json"}}
 	}
-	if err := r.lab.C.Update(context.Background(), tmpl); err != nil {
+	// The template's reconciler writes it too (its finalizer): retry a conflict.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", Namespace: r.lab.NS}}
+		if err := r.lab.Get(tmpl); err != nil {
+			return err
+		}
+		tmpl.Spec.Attestation = &hypervisorv1alpha1.AttestationConfig{Method: hypervisorv1alpha1.AttestationJoinToken,
+			SPIRE: &hypervisorv1alpha1.SPIREConfig{ServerAddress: fmt.Sprintf("127.0.0.1:%d", r.srv.Port), TrustDomain: trustDomain}}
+		if credentials != nil {
+			tmpl.Spec.Workload = &hypervisorv1alpha1.WorkloadConfig{
+				CredentialsSecretRef: &meta.SecretKeyReference{Name: "machine-credentials", Key: "credentials.json"}}
+		}
+		return r.lab.C.Update(context.Background(), tmpl)
+	})
+	if err != nil {
 		r.t.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -91,6 +92,13 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 	reg := &attestation.Registry{Installation: o.InstallationID, AdminSocket: ao.AdminSocket, Selectors: selectors, AgentPath: ao.AgentPath}
 	if ao.Dial != nil {
 		reg.Dial = ao.Dial
+	}
+	if ao.AdminSocket != "" {
+		sw := &attestation.Sweeper{Registry: reg, Reader: mgr.GetClient(), TrustDomain: ao.TrustDomain,
+			Interval: cmp.Or(o.OrphanSweepInterval, time.Minute), Grace: cmp.Or(o.OrphanGrace, 10*time.Minute)}
+		if err := mgr.Add(sw); err != nil {
+			return nil, err
+		}
 	}
 	if !ao.endpointEnabled() {
 		return reg, nil

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +94,13 @@ func (r *Registry) Server(cfg *hypervisorv1alpha1.SPIREConfig) (spire.Server, er
 	}
 	r.servers[key] = s
 	return s, nil
+}
+
+// dialled are the servers dialled so far, for the sweeper.
+func (r *Registry) dialled() []spire.Server {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Collect(maps.Values(r.servers))
 }
 
 // OnAttested registers fn to hear of a machine that attested or received
