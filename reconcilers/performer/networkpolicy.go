@@ -55,6 +55,11 @@ type policies struct {
 	mu      sync.Mutex
 	locks   map[string]*sync.Mutex
 	applied map[string]bool
+	// deleted counts the deletions the watch reported per namespace. The
+	// watch's handler must not wait for a reconcile's lock, so a deletion
+	// can land while ensurePolicy is between its read and its setApplied;
+	// the count tells ensurePolicy its read is older than the deletion.
+	deleted map[string]uint64
 }
 
 // lock serializes the work on ns's policy; mu guards the maps themselves,
@@ -75,8 +80,39 @@ func (p *policies) lock(ns string) func() {
 // init makes the maps; the caller holds mu.
 func (p *policies) init() {
 	if p.locks == nil {
-		p.locks, p.applied = map[string]*sync.Mutex{}, map[string]bool{}
+		p.locks, p.applied, p.deleted = map[string]*sync.Mutex{}, map[string]bool{}, map[string]uint64{}
 	}
+}
+
+// deletions is how many deletions of ns's policy the watch has reported.
+func (p *policies) deletions(ns string) uint64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	return p.deleted[ns]
+}
+
+// markApplied records ns's policy as applied, unless the watch reported a
+// deletion since seen (deletions): what the caller read or applied may be
+// what was deleted, and the reconcile the deletion enqueued must apply it
+// again.
+func (p *policies) markApplied(ns string, seen uint64) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	if p.deleted[ns] == seen {
+		p.applied[ns] = true
+	}
+}
+
+// forget is the watch's report that ns's policy was deleted: it takes only
+// mu, never ns's lock, so an informer's handler does not wait on a reconcile.
+func (p *policies) forget(ns string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.init()
+	delete(p.applied, ns)
+	p.deleted[ns]++
 }
 
 func (p *policies) isApplied(ns string) bool {
@@ -86,15 +122,14 @@ func (p *policies) isApplied(ns string) bool {
 	return p.applied[ns]
 }
 
-func (p *policies) setApplied(ns string, applied bool) {
+// clear forgets ns (its last Performer went); the caller holds ns's lock,
+// so no ensurePolicy is between deletions and markApplied meanwhile.
+func (p *policies) clear(ns string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.init()
-	if applied {
-		p.applied[ns] = true
-	} else {
-		delete(p.applied, ns)
-	}
+	delete(p.applied, ns)
+	delete(p.deleted, ns)
 }
 
 // isolate keeps the namespace's NetworkPolicy that lets only executor Pods
@@ -120,6 +155,7 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error
 	key := client.ObjectKeyFromObject(want)
 	unlock := r.policies.lock(ns)
 	defer unlock()
+	seen := r.policies.deletions(ns)
 	have := &networkingv1.NetworkPolicy{}
 	err := r.Client.Get(ctx, key, have)
 	if apierrors.IsNotFound(err) {
@@ -137,13 +173,13 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error
 	case have.Labels[meta.ManagedByLabel] != meta.ManagedByValue:
 		return fmt.Sprintf("NetworkPolicy %s exists and is not managed by HyperFleet: delete or rename it so the operator can isolate the namespace's performers", have.Name), nil
 	case apiequality.Semantic.DeepEqual(have.Spec, want.Spec) && labelsInclude(have.Labels, want.Labels):
-		r.policies.setApplied(ns, true)
+		r.policies.markApplied(ns, seen)
 		return "", nil
 	}
 	if err := serverside.Apply(ctx, r.Client, FieldOwner, want); err != nil {
 		return "", fmt.Errorf("applying NetworkPolicy %s: %w", key, err)
 	}
-	r.policies.setApplied(ns, true)
+	r.policies.markApplied(ns, seen)
 	return "", nil
 }
 
@@ -161,7 +197,7 @@ func (r *Reconciler) syncPolicy(ctx context.Context, ns string) error {
 	}
 	unlock := r.policies.lock(ns)
 	defer unlock()
-	r.policies.setApplied(ns, false)
+	r.policies.clear(ns)
 	have := &networkingv1.NetworkPolicy{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: NetworkPolicyName}, have); err != nil {
 		return client.IgnoreNotFound(err)
@@ -176,11 +212,10 @@ func (r *Reconciler) syncPolicy(ctx context.Context, ns string) error {
 	return err
 }
 
-// forgetPolicy is the watch's news that a namespace's policy was deleted.
+// forgetPolicy is the watch's news that a namespace's policy was deleted;
+// the handler enqueues the namespace's Performers after it.
 func (r *Reconciler) forgetPolicy(ns string) {
-	unlock := r.policies.lock(ns)
-	defer unlock()
-	r.policies.setApplied(ns, false)
+	r.policies.forget(ns)
 }
 
 // dropLegacyPolicy deletes the performer-<name> policy an earlier version

@@ -34,7 +34,15 @@ func (r *Reconciler) readJobs(ctx context.Context, s *scope) (skeleton.Result, e
 // every pollInterval (repository and organization pools alike): every job
 // of every unfinished run (ActiveJobs) that would be routed to this pool is
 // recorded or moved forward, so a lost delivery is made up for and a job
-// GitHub shows started or finished stops counting within one interval. A
+// GitHub shows started or finished stops counting within one interval. The
+// listing is the one every pool on the same credential and scope shares
+// (joblist): a pool takes it when it started less than the pool's interval
+// ago and after the listing the pool's last poll used, else lists (once for
+// every pool asking meanwhile), so pools of one repository poll it once an
+// interval between them; the routing below is the pool's own. The interval
+// is then counted from the listing, not the change: a change GitHub shows
+// just after a shared listing started counts until the next one, at most
+// two intervals. A
 // waiting or queued record GitHub does not list is read on its own before
 // it is closed: a job still queued is never dropped because a listing
 // missed it. A failed poll is only logged; the records still scale the pool.
@@ -47,12 +55,13 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 		return skeleton.Continue(), nil
 	}
 	log := ctrl.LoggerFrom(ctx)
-	jobs, err := s.gh.ActiveJobs(ctx, s.gscope)
+	snap, err := r.Jobs.Get(ctx, s.gh, s.gscope, interval, s.mem.lastJobs)
 	if err != nil {
 		log.V(1).Info("Polling the active jobs failed; the recorded demand still scales the pool", "error", err.Error())
 		return skeleton.Continue(), nil
 	}
-	s.mem.lastPoll = s.now
+	jobs := snap.Jobs
+	s.mem.lastPoll, s.mem.lastJobs = s.now, snap.Started
 	var pools hypervisorv1alpha1.RunnerPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
 		return skeleton.Continue(), nil

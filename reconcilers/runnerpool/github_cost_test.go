@@ -31,25 +31,8 @@ const syncInterval = time.Second
 // between them: the listing is shared, not made per reconcile.
 func TestPoolsShareOneRunnerListingPerInterval(t *testing.T) {
 	l := newLab(t)
-	repository := "acme/" + l.ns
-	if err := gh.AddRepository(repository); err != nil {
-		t.Fatal(err)
-	}
-	owner, name, _ := strings.Cut(repository, "/")
 	const pools = 8
-	for i := range pools {
-		l.pool(fmt.Sprintf("share-%d", i), func(p *hypervisorv1alpha1.RunnerPool) {
-			p.Spec.GitHub.Owner, p.Spec.GitHub.Repository = owner, name
-		})
-	}
-	eventually.That(t, time.Minute, func() (bool, string) {
-		for i := range pools {
-			if p := l.get(fmt.Sprintf("share-%d", i)); readyReason(p) == "" {
-				return false, describe(p)
-			}
-		}
-		return true, ""
-	})
+	repository, _ := l.repositoryPools("share", pools, nil)
 
 	listPath := "/repos/" + repository + "/actions/runners"
 	gh.ResetStats()
@@ -61,13 +44,7 @@ func TestPoolsShareOneRunnerListingPerInterval(t *testing.T) {
 	})
 	elapsed := time.Since(start)
 	reconciled := reconciles(t) - reconciledBefore
-	listings := 0
-	for _, r := range gh.Requests() {
-		// The path as sent: githubsim's URL is an Enterprise Server's, under /api/v3.
-		if r.Method == "GET" && strings.HasSuffix(r.Path, listPath) {
-			listings++
-		}
-	}
+	listings := gets(listPath)
 	// A listing starts only once the last one is an interval old: at most
 	// one per interval, plus the one that may have started just before.
 	most := int(elapsed/syncInterval) + 2
@@ -79,6 +56,97 @@ func TestPoolsShareOneRunnerListingPerInterval(t *testing.T) {
 	if listings == 0 {
 		t.Fatal("no listing at all: the pools stopped reading GitHub")
 	}
+}
+
+// Eight pools on one credential and repository poll it for active jobs
+// once per poll interval between them: one pool's poll lists the runs and
+// their jobs, the others take that listing, and each records only the jobs
+// routed to it. Every delivery is lost, so the poll is how each pool learns
+// of its job.
+func TestPoolsShareOneJobListingPerPoll(t *testing.T) {
+	l := newLab(t)
+	const pools = 8
+	const poll = 10 * time.Second // the shortest the CRD allows; the test steps the fake clock by it
+	repository, names := l.repositoryPools("jobshare", pools, func(p *hypervisorv1alpha1.RunnerPool) {
+		p.Spec.WebhookScaling = &hypervisorv1alpha1.WebhookScaling{PollInterval: &metav1.Duration{Duration: poll}}
+	})
+
+	// Each pool's first poll ran when it was made; the jobs are queued
+	// after, so only the polls the step below makes due can find them.
+	gh.DropNextDeliveries(pools)
+	for _, n := range names {
+		if _, err := gh.QueueJob(repository, []string{"self-hosted", n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gh.ResetStats()
+	start := time.Now()
+	clk.Step(poll)
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		for _, n := range names {
+			if states := l.jobStates(n); len(states) == 0 {
+				return false, n + " has recorded no job; " + describe(l.get(n))
+			}
+		}
+		return true, ""
+	})
+	elapsed := time.Since(start)
+	runListings := gets("/repos/" + repository + "/actions/runs")
+	// One job listing asks for the runs of each of the five unfinished
+	// statuses (one page each here). A pool whose reconcile came more than
+	// the poll interval after the shared listing started lists again.
+	const perListing = 5
+	most := perListing * (int(elapsed/poll) + 1)
+	t.Logf("%d pools: %d run listings of %s in %s", pools, runListings, repository, elapsed.Round(time.Millisecond))
+	if runListings > most {
+		t.Fatalf("%d run listings in %s, want at most %d: one job listing shared by the %d pools (one each would be up to %d)",
+			runListings, elapsed.Round(time.Millisecond), most, pools, pools*perListing)
+	}
+}
+
+// repositoryPools adds a repository of the test's own to githubsim and
+// makes n pools on it, named prefix-0 … prefix-(n-1), each also changed by
+// mutate (when not nil); it waits until every one has reconciled to a Ready
+// reason, and returns the repository (owner/name) and the pools' names.
+func (l *lab) repositoryPools(prefix string, n int, mutate func(*hypervisorv1alpha1.RunnerPool)) (string, []string) {
+	l.t.Helper()
+	repository := "acme/" + l.ns
+	if err := gh.AddRepository(repository); err != nil {
+		l.t.Fatal(err)
+	}
+	owner, name, _ := strings.Cut(repository, "/")
+	names := make([]string, n)
+	for i := range n {
+		names[i] = fmt.Sprintf("%s-%d", prefix, i)
+		l.pool(names[i], func(p *hypervisorv1alpha1.RunnerPool) {
+			p.Spec.GitHub.Owner, p.Spec.GitHub.Repository = owner, name
+			if mutate != nil {
+				mutate(p)
+			}
+		})
+	}
+	eventually.That(l.t, time.Minute, func() (bool, string) {
+		for _, name := range names {
+			if p := l.get(name); readyReason(p) == "" {
+				return false, describe(p)
+			}
+		}
+		return true, ""
+	})
+	return repository, names
+}
+
+// gets counts the GET requests githubsim received for path since its
+// stats were reset.
+func gets(path string) int {
+	n := 0
+	for _, r := range gh.Requests() {
+		// The path as sent: githubsim's URL is an Enterprise Server's, under /api/v3.
+		if r.Method == "GET" && strings.HasSuffix(r.Path, path) {
+			n++
+		}
+	}
+	return n
 }
 
 // reconciles is how many RunnerPool reconciles the manager has run.

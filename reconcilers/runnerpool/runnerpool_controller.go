@@ -22,6 +22,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/joblist"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -49,6 +50,9 @@ type Reconciler struct {
 	// Runners shares one listing of registered runners per credential and
 	// scope among the pools; nil: one whose interval is SyncInterval.
 	Runners *runnerlist.Cache
+	// Jobs shares the demand poll's listing of active jobs per credential
+	// and scope among the pools; nil: a new one.
+	Jobs *joblist.Cache
 	// GitHubTimeout bounds one GitHub request (30 s).
 	GitHubTimeout time.Duration
 	// Demand records the jobs GitHub announces as RunnerJobs; nil: one on
@@ -86,6 +90,9 @@ type poolMemory struct {
 	// first held back from retirement (holdFinished).
 	finishedAt map[string]time.Time
 	lastPoll   time.Time
+	// lastJobs is when the job listing the last poll used started, by
+	// Jobs' clock: the next poll takes a later one.
+	lastJobs time.Time
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
@@ -109,6 +116,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		// Real time, whatever r.Clock is: it measures how old GitHub's
 		// answer is, not a pool's timeouts.
 		r.Runners = &runnerlist.Cache{Interval: r.SyncInterval}
+	}
+	if r.Jobs == nil {
+		// Real time too: a pool's poll interval bounds how old GitHub's
+		// answer may be.
+		r.Jobs = &joblist.Cache{}
 	}
 	if r.FinalizationTimeout == 0 {
 		r.FinalizationTimeout = 10 * time.Minute

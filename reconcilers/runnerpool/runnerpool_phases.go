@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -186,14 +185,15 @@ func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Res
 // registrations that never came online in time, idle runners past their
 // lifetime, and registrations left without a machine.
 func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Result, error) {
-	holding := map[string]bool{}
+	holding, finished := map[string]bool{}, make(map[string]bool, len(s.obs.finished))
 	for _, c := range s.obs.finished {
+		finished[c.Name] = true
 		if r.holdFinished(s, c) {
 			holding[c.Name] = true
 		}
 	}
 	for name := range s.mem.finishedAt {
-		if !slices.ContainsFunc(s.obs.finished, func(c *hypervisorv1alpha1.MachineClaim) bool { return c.Name == name }) {
+		if !finished[name] {
 			delete(s.mem.finishedAt, name)
 		}
 	}

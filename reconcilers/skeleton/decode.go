@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -83,8 +84,12 @@ func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRec
 var reportedUndecodable = &lastMessages{byUID: map[types.UID]string{}}
 
 type lastMessages struct {
-	mu    sync.Mutex
-	byUID map[types.UID]string
+	// entries is len(byUID), readable without mu: every reconcile of every
+	// kind forgets its object, and almost never is there anything to
+	// forget, so that common path must not take a lock all workers share.
+	entries atomic.Int64
+	mu      sync.Mutex
+	byUID   map[types.UID]string
 }
 
 // first records message for uid and reports whether it differs from the
@@ -96,16 +101,21 @@ func (l *lastMessages) first(uid types.UID, message string) bool {
 		return false
 	}
 	l.byUID[uid] = message
+	l.entries.Store(int64(len(l.byUID)))
 	return true
 }
 
-// forget drops uid's entry: the object decodes.
+// forget drops uid's entry: the object decodes. With no entry at all it
+// returns without locking; a first racing with it is a reconcile of another
+// read of the object, ordered no better by a lock.
 func (l *lastMessages) forget(uid types.UID) {
+	if l.entries.Load() == 0 {
+		return
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.byUID) > 0 {
-		delete(l.byUID, uid)
-	}
+	delete(l.byUID, uid)
+	l.entries.Store(int64(len(l.byUID)))
 }
 
 // UndecodableMessage names each field that failed to decode, why, and what

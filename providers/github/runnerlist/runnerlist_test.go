@@ -12,44 +12,42 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/listcache/listcachetest"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 )
 
 var scope = github.Scope{Owner: "acme", Repository: "widgets"}
 
-// lister counts listings; the first one waits for gate when gate is set,
-// and a listing without github.ForDeregistration fails when spent is set.
+// lister answers runner listings through the shared fake; a listing
+// without github.ForDeregistration fails when spent is set.
 type lister struct {
-	fingerprint string
-	calls       atomic.Int32
-	entered     chan struct{}
-	gate        chan struct{}
-	spent       atomic.Bool
-	fail        atomic.Bool
+	*listcachetest.Lister[[]github.Runner]
+	spent atomic.Bool
 }
 
-func newLister(fp string) *lister { return &lister{fingerprint: fp, entered: make(chan struct{}, 100)} }
-
-func (l *lister) Fingerprint() string { return l.fingerprint }
+func newLister(fp string) *lister {
+	l := &lister{}
+	l.Lister = listcachetest.New(fp, func(ctx context.Context, n int64) ([]github.Runner, error) {
+		if l.spent.Load() && !github.IsForDeregistration(ctx) {
+			return nil, errors.New("refused")
+		}
+		return []github.Runner{
+			{ID: n, Name: "a", Labels: []string{"self-hosted", "Pool-A"}},
+			{ID: 100 + n, Name: "b", Labels: []string{"self-hosted", "pool-b"}},
+		}, nil
+	})
+	return l
+}
 
 func (l *lister) ListRunners(ctx context.Context, _ github.Scope) ([]github.Runner, error) {
-	n := int64(l.calls.Add(1))
-	l.entered <- struct{}{}
-	if n == 1 && l.gate != nil {
-		<-l.gate
-	}
-	if l.fail.Load() || (l.spent.Load() && !github.IsForDeregistration(ctx)) {
-		return nil, errors.New("refused")
-	}
-	return []github.Runner{
-		{ID: n, Name: "a", Labels: []string{"self-hosted", "Pool-A"}},
-		{ID: 100 + n, Name: "b", Labels: []string{"self-hosted", "pool-b"}},
-	}, nil
+	return l.List(ctx)
 }
 
 func newCache() (*runnerlist.Cache, *clocktesting.FakePassiveClock) {
 	clk := clocktesting.NewFakePassiveClock(time.Unix(1_700_000_000, 0))
-	return &runnerlist.Cache{Interval: 10 * time.Second, Clock: clk}, clk
+	c := &runnerlist.Cache{Interval: 10 * time.Second}
+	c.Clock = clk
+	return c, clk
 }
 
 // Many pools reading at once, and again within the interval, cause one
@@ -57,7 +55,7 @@ func newCache() (*runnerlist.Cache, *clocktesting.FakePassiveClock) {
 func TestOneListingPerInterval(t *testing.T) {
 	c, clk := newCache()
 	l := newLister("pat")
-	l.gate = make(chan struct{})
+	l.Gate = make(chan struct{})
 	var wg sync.WaitGroup
 	errs := make(chan error, 20)
 	for range 20 {
@@ -67,8 +65,8 @@ func TestOneListingPerInterval(t *testing.T) {
 			}
 		})
 	}
-	<-l.entered
-	close(l.gate)
+	<-l.Entered
+	close(l.Gate)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -80,7 +78,7 @@ func TestOneListingPerInterval(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := l.calls.Load(); n != 1 {
+	if n := l.Calls.Load(); n != 1 {
 		t.Fatalf("%d listings for 25 reads within one interval, want 1", n)
 	}
 	clk.SetTime(clk.Now().Add(10 * time.Second))
@@ -88,7 +86,7 @@ func TestOneListingPerInterval(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := l.calls.Load(); n != 2 || snap.Runners[0].ID != 2 || !snap.Started.Equal(clk.Now()) {
+	if n := l.Calls.Load(); n != 2 || snap.Runners[0].ID != 2 || !snap.Started.Equal(clk.Now()) {
 		t.Fatalf("after the interval: %d listings, snapshot %+v; want a second listing", n, snap)
 	}
 	// Another credential, or another scope, has listings of its own.
@@ -108,13 +106,13 @@ func TestOneListingPerInterval(t *testing.T) {
 func TestFreshListingsAreCoalesced(t *testing.T) {
 	c, clk := newCache()
 	l := newLister("pat")
-	l.gate = make(chan struct{})
+	l.Gate = make(chan struct{})
 	first := make(chan runnerlist.Snapshot, 1)
 	go func() {
 		snap, _ := c.Get(t.Context(), l, scope)
 		first <- snap
 	}()
-	<-l.entered
+	<-l.Entered
 	clk.SetTime(clk.Now().Add(time.Second))
 	asked := clk.Now()
 	var wg sync.WaitGroup
@@ -129,9 +127,9 @@ func TestFreshListingsAreCoalesced(t *testing.T) {
 		})
 	}
 	eventually.True(t, 10*time.Second, "the fresh reads wait on the listing in flight", func() bool {
-		return runnerlist.Waiters(c, "pat", scope) == 10
+		return c.Waiters("pat", scope) == 10
 	})
-	close(l.gate)
+	close(l.Gate)
 	wg.Wait()
 	close(snaps)
 	if snap := <-first; snap.Runners[0].ID != 1 {
@@ -142,7 +140,7 @@ func TestFreshListingsAreCoalesced(t *testing.T) {
 			t.Fatalf("a fresh read got a listing started %s (runner %d), before it asked (%s)", snap.Started, snap.Runners[0].ID, asked)
 		}
 	}
-	if n := l.calls.Load(); n != 2 {
+	if n := l.Calls.Load(); n != 2 {
 		t.Fatalf("%d listings, want 2: the one in flight and one shared by the 10 fresh reads", n)
 	}
 }
@@ -151,15 +149,15 @@ func TestFreshListingsAreCoalesced(t *testing.T) {
 func TestFailuresAreNotKept(t *testing.T) {
 	c, _ := newCache()
 	l := newLister("pat")
-	l.fail.Store(true)
+	l.Fail.Store(true)
 	if _, err := c.Get(t.Context(), l, scope); err == nil {
 		t.Fatal("want the listing's error")
 	}
-	l.fail.Store(false)
+	l.Fail.Store(false)
 	if _, err := c.Get(t.Context(), l, scope); err != nil {
 		t.Fatalf("after a failure: %v", err)
 	}
-	if n := l.calls.Load(); n != 2 {
+	if n := l.Calls.Load(); n != 2 {
 		t.Fatalf("%d listings, want 2", n)
 	}
 }
@@ -171,22 +169,22 @@ func TestDeregistrationDoesNotShareAnOrdinaryFailure(t *testing.T) {
 	c, _ := newCache()
 	l := newLister("pat")
 	l.spent.Store(true)
-	l.gate = make(chan struct{})
+	l.Gate = make(chan struct{})
 	ordinary := make(chan error, 1)
 	go func() {
 		_, err := c.Get(t.Context(), l, scope)
 		ordinary <- err
 	}()
-	<-l.entered
+	<-l.Entered
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Fresh(github.ForDeregistration(t.Context()), l, scope)
 		done <- err
 	}()
 	eventually.True(t, 10*time.Second, "the deregistration waits on the ordinary listing", func() bool {
-		return runnerlist.Waiters(c, "pat", scope) == 1
+		return c.Waiters("pat", scope) == 1
 	})
-	close(l.gate)
+	close(l.Gate)
 	if err := <-ordinary; err == nil {
 		t.Fatal("the ordinary listing must fail with only the reserve left")
 	}
@@ -199,14 +197,14 @@ func TestDeregistrationDoesNotShareAnOrdinaryFailure(t *testing.T) {
 func TestCallerCancellationDoesNotFailOthers(t *testing.T) {
 	c, _ := newCache()
 	l := newLister("pat")
-	l.gate = make(chan struct{})
+	l.Gate = make(chan struct{})
 	ctx, cancel := context.WithCancel(t.Context())
 	gaveUp := make(chan error, 1)
 	go func() {
 		_, err := c.Get(ctx, l, scope)
 		gaveUp <- err
 	}()
-	<-l.entered
+	<-l.Entered
 	cancel()
 	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
 		t.Fatalf("the caller that gave up got %v", err)
@@ -216,11 +214,11 @@ func TestCallerCancellationDoesNotFailOthers(t *testing.T) {
 		_, err := c.Get(t.Context(), l, scope)
 		other <- err
 	}()
-	close(l.gate)
+	close(l.Gate)
 	if err := <-other; err != nil {
 		t.Fatalf("another caller: %v", err)
 	}
-	if n := l.calls.Load(); n != 1 {
+	if n := l.Calls.Load(); n != 1 {
 		t.Fatalf("%d listings, want 1", n)
 	}
 }
