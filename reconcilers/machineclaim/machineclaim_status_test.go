@@ -156,3 +156,48 @@ func TestDeletionMessageHasNoTimestamp(t *testing.T) {
 		t.Errorf("message %q, want %q", got, want)
 	}
 }
+
+// TestAttestedCondition: the Attested condition follows status.attestation
+// in every phase, next to the claim's own summary; a claim of a template
+// without attestation has none.
+func TestAttestedCondition(t *testing.T) {
+	running := providers.Machine{Provisioned: true, State: providers.PowerRunning, Node: "n1", Addresses: []string{"10.0.0.5"}}
+	cases := []struct {
+		phase      hypervisorv1alpha1.AttestationPhase
+		wantStatus metav1.ConditionStatus
+		wantReason string
+	}{
+		{hypervisorv1alpha1.AttestationPending, metav1.ConditionFalse, ReasonAttestationPending},
+		{hypervisorv1alpha1.AttestationAttested, metav1.ConditionTrue, "Attested"},
+		{hypervisorv1alpha1.AttestationCredentialsReleased, metav1.ConditionTrue, "CredentialsReleased"},
+		{hypervisorv1alpha1.AttestationFailed, metav1.ConditionFalse, ReasonAttestationFailed},
+	}
+	for _, c := range cases {
+		t.Run(string(c.phase), func(t *testing.T) {
+			claim := &hypervisorv1alpha1.MachineClaim{}
+			claim.Generation = 3
+			claim.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Phase: c.phase, SPIFFEID: "spiffe://td/hyperfleet/i/MachineClaim/ns/n/u/bootstrap"}
+			m := running
+			s := &scope{claim: claim, machine: &m}
+			summary := computeStatus(s, nil)
+			if summary.State != conditions.Ready {
+				t.Fatalf("the claim's summary is %v; attestation must not change it", summary.State)
+			}
+			got := apimeta.FindStatusCondition(claim.Status.Conditions, ConditionAttested)
+			if got == nil || got.Status != c.wantStatus || got.Reason != c.wantReason || got.Message == "" || got.ObservedGeneration != 3 {
+				t.Fatalf("Attested = %+v, want %s %s with a message", got, c.wantStatus, c.wantReason)
+			}
+		})
+	}
+	claim := &hypervisorv1alpha1.MachineClaim{}
+	m := running
+	computeStatus(&scope{claim: claim, machine: &m}, nil)
+	if apimeta.FindStatusCondition(claim.Status.Conditions, ConditionAttested) != nil {
+		t.Fatal("a claim without attestation has an Attested condition")
+	}
+	failed := &hypervisorv1alpha1.MachineClaim{}
+	failed.Status.TerminationReason = ReasonAttestationFailed
+	if summary := computeStatus(&scope{claim: failed, ended: "machine x deleted"}, nil); failed.Status.Phase != hypervisorv1alpha1.MachineFailed || summary.State != conditions.Stalled {
+		t.Fatalf("a claim retired for attestation: %s, %v; want Failed, Stalled", failed.Status.Phase, summary.State)
+	}
+}
