@@ -257,7 +257,7 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 		return p
 	}
 	env := map[string]string{"RUNNER_VERSION": "2.400.0", "RUNNER_DOWNLOAD_URL": "https://mirror.example/{version}/{os}-{arch}.tgz", "RUNNER_INSTALL_DIR": "/srv/runner"}
-	c, err := loadConfig(write(`{"name":"n","token":"t","url":"https://github.com/acme/widgets"}`), func(k string) string { return env[k] })
+	c, err := loadConfig(write(`{"name":"n","token":"t","url":"https://github.com/acme/widgets"}`), func(k string) string { return env[k] }, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 		`{"token":"t"}`:                     "name is required",
 		`{"name":"n","token":"t","nmea":1}`: "unknown field",
 	} {
-		if _, err := loadConfig(write(body), noEnv); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := loadConfig(write(body), noEnv, false); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", body, err, want)
 		}
 	}
