@@ -742,3 +742,16 @@ func TestParseMachineConfigRefusesWhatTheAgentCannotUse(t *testing.T) {
 		t.Errorf("an unknown field: %v", err)
 	}
 }
+
+// `attest` without an attestation file has nothing to attest with: an
+// error, not a machine that silently has no identity.
+func TestAttestCommandNeedsItsFile(t *testing.T) {
+	var out bytes.Buffer
+	missing := filepath.Join(t.TempDir(), "attestation.json")
+	if code := runContext(context.Background(), []string{"attest", "--attestation", missing}, &out, &out, noEnv); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, out.String())
+	}
+	if !strings.Contains(out.String(), "no attestation configuration at "+missing) {
+		t.Errorf("the error does not name the missing file:\n%s", out.String())
+	}
+}
