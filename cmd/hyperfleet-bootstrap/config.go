@@ -65,8 +65,10 @@ const (
 
 // loadConfig takes the configuration from path (takeConfig: read, then
 // deleted) and fills what it leaves empty from the environment and the
-// defaults.
-func loadConfig(path string, getenv func(string) string) (Config, error) {
+// defaults. attested: the machine attests, and the runner's credential may
+// come from the credential endpoint instead (applyCredentials checks it
+// then).
+func loadConfig(path string, getenv func(string) string, attested bool) (Config, error) {
 	var c Config
 	data, err := takeConfig(path)
 	if err != nil {
@@ -78,7 +80,7 @@ func loadConfig(path string, getenv func(string) string) (Config, error) {
 		return c, fmt.Errorf("configuration %s: %w", path, err)
 	}
 	c.applyDefaults(getenv)
-	return c, c.validate()
+	return c, c.validate(attested)
 }
 
 func (c *Config) applyDefaults(getenv func(string) string) {
@@ -110,12 +112,15 @@ func (c *Config) applyDefaults(getenv func(string) string) {
 	}
 }
 
-func (c *Config) validate() error {
+// validate checks the configuration; credentialsLater: the runner's
+// credential may still come from the credential endpoint.
+func (c *Config) validate(credentialsLater bool) error {
 	var errs []error
 	if c.Name == "" {
 		errs = append(errs, errors.New("name is required"))
 	}
 	switch {
+	case c.Token == "" && c.JITConfig == "" && credentialsLater:
 	case c.Token == "" && c.JITConfig == "":
 		errs = append(errs, errors.New("token (a registration token) or jitConfig is required"))
 	case c.Token != "" && c.JITConfig != "":

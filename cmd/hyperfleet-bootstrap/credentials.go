@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/hyperfleet/hyperfleet/providers/spire"
 )
 
 // takeConfig reads the configuration file and deletes it at once: it holds
@@ -17,12 +19,8 @@ import (
 // before cloud-init wrote the file); a directory given with --config is the
 // caller's, and left as it is.
 func takeConfig(path string) ([]byte, error) {
-	if filepath.Clean(path) == DefaultConfigPath {
-		// A directory: root-only, and searchable by root.
-		err := os.Chmod(filepath.Dir(path), 0o700) //nolint:gosec // see above
-		if err != nil && !errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("making %s root-only: %w", filepath.Dir(path), err)
-		}
+	if err := rootOnlyDir(path); err != nil {
+		return nil, err
 	}
 	data, err := os.ReadFile(path) //nolint:gosec // the path is the operator's to choose
 	if err != nil {
@@ -32,6 +30,21 @@ func takeConfig(path string) ([]byte, error) {
 		return nil, fmt.Errorf("deleting the configuration %s after reading it (it holds the runner's credential): %w", path, err)
 	}
 	return data, nil
+}
+
+// rootOnlyDir makes /etc/hyperfleet root-only when path is one of the
+// default files in it (bootstrap.json, attestation.json). A directory given
+// by flag is the caller's, and left as it is.
+func rootOnlyDir(path string) error {
+	if p := filepath.Clean(path); p != DefaultConfigPath && p != spire.MachineConfigPath {
+		return nil
+	}
+	// A directory: root-only, and searchable by root.
+	err := os.Chmod(filepath.Dir(path), 0o700) //nolint:gosec // see above
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("making %s root-only: %w", filepath.Dir(path), err)
+	}
+	return nil
 }
 
 // jitFiles decodes a JIT config into the files it stands for. GitHub's

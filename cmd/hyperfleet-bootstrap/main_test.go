@@ -153,6 +153,13 @@ func (l *lab) config(t *testing.T, c Config) string {
 	return path
 }
 
+// args runs the agent on the lab's configuration. The attestation file is
+// the lab's too, which these tests never write: the agent must then behave
+// as it did before attestation, and must not look at the host's /etc.
+func (l *lab) args(path string) []string {
+	return []string{"--config", path, "--attestation", filepath.Join(l.dir, "etc", "hyperfleet", "attestation.json")}
+}
+
 // configGone fails the test if the agent left its configuration behind.
 func configGone(t *testing.T, path string) {
 	t.Helper()
@@ -182,7 +189,7 @@ func TestRegistrationTokenRunsOneJobAndPowersOff(t *testing.T) {
 	}
 	path := l.config(t, Config{URL: l.gh.RunnerURL(l.scope), Token: tok.Value, Name: "pool-abcde", Labels: []string{"gpu"}})
 	var console bytes.Buffer
-	if code := run([]string{"--config", path}, &console, &console, noEnv); code != 0 {
+	if code := run(l.args(path), &console, &console, noEnv); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, console.String())
 	}
 	j, _ := l.sim.Job(job)
@@ -220,7 +227,7 @@ func TestJITConfigRunsOneJob(t *testing.T) {
 	}
 	path := l.config(t, Config{JITConfig: jit.Encoded, Name: "pool-jit01"})
 	var console bytes.Buffer
-	if code := run([]string{"--config", path}, &console, &console, noEnv); code != 0 {
+	if code := run(l.args(path), &console, &console, noEnv); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, console.String())
 	}
 	if j, _ := l.sim.Job(job); j.Status != "completed" || j.RunnerName != "pool-jit01" {
@@ -239,7 +246,7 @@ func TestChecksumMismatchIsRefused(t *testing.T) {
 	l.sum = strings.Repeat("0", 64)
 	path := l.config(t, Config{URL: l.gh.RunnerURL(l.scope), Token: "t", Name: "pool-bad"})
 	var console bytes.Buffer
-	if code := run([]string{"--config", path}, &console, &console, noEnv); code != 1 {
+	if code := run(l.args(path), &console, &console, noEnv); code != 1 {
 		t.Fatalf("exit %d, want 1:\n%s", code, console.String())
 	}
 	if !strings.Contains(console.String(), "SHA-256") || !l.poweredOff() {
@@ -257,7 +264,7 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 		return p
 	}
 	env := map[string]string{"RUNNER_VERSION": "2.400.0", "RUNNER_DOWNLOAD_URL": "https://mirror.example/{version}/{os}-{arch}.tgz", "RUNNER_INSTALL_DIR": "/srv/runner"}
-	c, err := loadConfig(write(`{"name":"n","token":"t","url":"https://github.com/acme/widgets"}`), func(k string) string { return env[k] })
+	c, err := loadConfig(write(`{"name":"n","token":"t","url":"https://github.com/acme/widgets"}`), func(k string) string { return env[k] }, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +280,7 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 		`{"token":"t"}`:                     "name is required",
 		`{"name":"n","token":"t","nmea":1}`: "unknown field",
 	} {
-		if _, err := loadConfig(write(body), noEnv); err == nil || !strings.Contains(err.Error(), want) {
+		if _, err := loadConfig(write(body), noEnv, false); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", body, err, want)
 		}
 	}

@@ -84,7 +84,7 @@ func TestAJobFindsNoCredential(t *testing.T) {
 			t.Setenv("FAKERUNNER_VM_ROOT", l.dir)
 			path := l.config(t, cfg)
 			var console bytes.Buffer
-			if code := run([]string{"--config", path}, &console, &console, noEnv); code != 0 {
+			if code := run(l.args(path), &console, &console, noEnv); code != 0 {
 				t.Fatalf("exit %d:\n%s", code, console.String())
 			}
 			if j, _ := l.sim.Job(job); j.Status != "completed" || j.RunnerName != name {
