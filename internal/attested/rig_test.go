@@ -86,6 +86,8 @@ type rigOptions struct {
 	proxmox bool
 	// noSPIRE runs the operator without --spire-admin-socket.
 	noSPIRE bool
+	// runners runs the RunnerPool reconciler too (no webhook receiver).
+	runners bool
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -110,6 +112,10 @@ func newRig(t *testing.T, o rigOptions) *rig {
 			// The test plays the machine's bootstrap agent, as itself.
 			Selectors: []string{fmt.Sprintf("unix:uid:%d", os.Getuid())},
 		},
+	}
+	if o.runners {
+		opts.Controllers = append(opts.Controllers, manager.ControllerRunnerPool)
+		opts.Runners = manager.RunnerOptions{WebhookAddr: "0", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second}
 	}
 	if !o.noSPIRE {
 		opts.Attestation.AdminSocket, opts.Attestation.TrustDomain = r.srv.SocketPath, trustDomain

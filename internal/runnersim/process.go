@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 
+	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
@@ -29,12 +30,16 @@ type Process struct {
 	Env []string
 	// Console receives the agent's output.
 	Console io.Writer
+	// SPIREAgent is the spire-agent binary, for a machine that attests;
+	// AgentDir the agent's directory (short: its socket path must fit in
+	// 108 bytes).
+	SPIREAgent, AgentDir string
 }
 
 // run writes the configuration and runs the agent to its end; its
 // power-off command does nothing, and the caller powers the machine off
 // through the simulator once the agent has exited.
-func (p *Process) run(ctx context.Context, cfg runnerpool.BootstrapConfig) error {
+func (p *Process) run(ctx context.Context, cfg runnerpool.BootstrapConfig, mc *spire.MachineConfig) error {
 	cfg.Runner = p.Runner
 	data, err := json.Marshal(cfg)
 	if err != nil {
@@ -55,7 +60,20 @@ func (p *Process) run(ctx context.Context, cfg runnerpool.BootstrapConfig) error
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, p.Agent, "--config", path) //nolint:gosec // the test's own binary
+	args := []string{"--config", path}
+	if mc != nil {
+		// Where cloud-init writes it (spire.MachineConfigPath), under Root.
+		att := filepath.Join(p.Root, "etc", "hyperfleet", filepath.Base(spire.MachineConfigPath))
+		data, err := json.Marshal(mc)
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(att, data, 0o600); err != nil {
+			return err
+		}
+		args = append(args, "--attestation", att, "--spire-agent", p.SPIREAgent, "--spire-agent-dir", p.AgentDir)
+	}
+	cmd := exec.CommandContext(ctx, p.Agent, args...) //nolint:gosec // the test's own binary
 	cmd.Env = p.Env
 	if p.Console != nil {
 		cmd.Stdout, cmd.Stderr = p.Console, p.Console

@@ -20,6 +20,9 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
+	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
@@ -156,14 +159,14 @@ func (a *Agents) machineGone(key string) {
 
 // run is one VM's agent: register, run one job, power off.
 func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
-	cfg, err := a.config(ctx, c)
+	cfg, mc, err := a.config(ctx, c)
 	if err != nil {
 		a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
 		return
 	}
 	if a.Process != nil {
 		if p := a.Process(c); p != nil {
-			if err := p.run(ctx, cfg); err != nil {
+			if err := p.run(ctx, cfg, mc); err != nil {
 				if ctx.Err() == nil {
 					a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
 				}
@@ -174,6 +177,11 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 			}
 			return
 		}
+	}
+	if mc != nil {
+		// Its credential is handed out only to a real agent's SVID.
+		a.fail(fmt.Errorf("claim %s attests with SPIRE: only the real agent can (Agents.Process)", c.Name))
+		return
 	}
 	req := githubsim.RunRequest{Wait: true}
 	if cfg.JITConfig != "" {
@@ -203,7 +211,9 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 	}
 }
 
-func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (runnerpool.BootstrapConfig, error) {
+// config is the agent's configuration in the claim's user data and, when
+// the machine attests, its machine config.
+func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (runnerpool.BootstrapConfig, *spire.MachineConfig, error) {
 	read := a.UserData
 	if read == nil {
 		read = func(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (string, error) {
@@ -212,21 +222,29 @@ func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim)
 	}
 	ud, err := read(ctx, c)
 	if err != nil {
-		return runnerpool.BootstrapConfig{}, err
+		return runnerpool.BootstrapConfig{}, nil, err
 	}
-	return runnerpool.ParseUserData(ud)
+	cfg, err := runnerpool.ParseUserData(ud)
+	if err != nil {
+		return cfg, nil, err
+	}
+	mc, ok, err := attestation.MachineConfigFrom(ud)
+	if err != nil || !ok {
+		return cfg, nil, err
+	}
+	return cfg, &mc, nil
 }
 
-// SecretUserData reads a claim's user data from the Secret its
-// userDataSecretRef names, as a KubeVirt guest's cloudInitNoCloud volume does.
+// SecretUserData reads the user data a claim's KubeVirt guest boots with:
+// the cloud-init Secret its VM's cloudInitNoCloud volume names (the claim's
+// own user data, plus the attestation part when its template attests).
 func SecretUserData(ctx context.Context, c client.Client, claim *hypervisorv1alpha1.MachineClaim) (string, error) {
-	ref := claim.Spec.UserDataSecretRef
-	if ref == nil {
-		return "", fmt.Errorf("no userDataSecretRef")
+	if claim.Status.MachineName == "" {
+		return "", fmt.Errorf("the claim has no machine yet")
 	}
 	s := &corev1.Secret{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: ref.Name}, s); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: claim.Namespace, Name: kubevirt.CloudInitSecretName(claim.Status.MachineName)}, s); err != nil {
 		return "", err
 	}
-	return string(s.Data[ref.Key]), nil
+	return string(s.Data[kubevirt.UserDataKey]), nil
 }

@@ -1,10 +1,8 @@
 package runnerpool_test
 
 import (
-	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -15,6 +13,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/runnersim/runnersimtest"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
@@ -30,46 +29,6 @@ func guestProcess(claim *hypervisorv1alpha1.MachineClaim) *runnersim.Process {
 	return v.(func(*hypervisorv1alpha1.MachineClaim) *runnersim.Process)(claim)
 }
 
-// buildAgent builds hyperfleet-bootstrap and the fake actions runner.
-func buildAgent(t *testing.T) (agent, fakeRunner string) {
-	t.Helper()
-	dir := t.TempDir()
-	for _, b := range []struct{ out, pkg string }{
-		{"hyperfleet-bootstrap", "../../cmd/hyperfleet-bootstrap"},
-		{"fakerunner", "../../cmd/hyperfleet-bootstrap/testdata/fakerunner"},
-	} {
-		if out, err := exec.Command("go", "build", "-o", filepath.Join(dir, b.out), b.pkg).CombinedOutput(); err != nil {
-			t.Fatalf("building %s: %v\n%s", b.pkg, err, out)
-		}
-	}
-	return filepath.Join(dir, "hyperfleet-bootstrap"), filepath.Join(dir, "fakerunner")
-}
-
-// vmRoot makes a simulated VM's filesystem with the fake runner
-// preinstalled in opt/actions-runner, traversable by the runner's user.
-func vmRoot(t *testing.T, base, name, fakeRunner string) (root, install string) {
-	t.Helper()
-	root = filepath.Join(base, name)
-	install = filepath.Join(root, "opt", "actions-runner")
-	if err := os.MkdirAll(filepath.Join(install, "bin"), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	bin, err := os.ReadFile(fakeRunner)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string][]byte{
-		"bin/fakerunner": bin,
-		"config.sh":      []byte("#!/bin/sh\nexec \"$(dirname \"$0\")/bin/fakerunner\" config \"$@\"\n"),
-		"run.sh":         []byte("#!/bin/sh\nexec \"$(dirname \"$0\")/bin/fakerunner\" run \"$@\"\n"),
-	} {
-		if err := os.WriteFile(filepath.Join(install, name), data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return root, install
-}
-
 // End to end on Proxmox, with the real agent: the pool makes a runner with
 // a JIT config, the VM boots with it on its NoCloud ISO, the agent (a real
 // process) takes its configuration from where cloud-init wrote it, runs the
@@ -78,7 +37,7 @@ func vmRoot(t *testing.T, base, name, fakeRunner string) (root, install string) 
 // config: it finds nothing, and the job completes.
 func TestProxmoxJobInsideTheRunnerFindsNoCredential(t *testing.T) {
 	l := newProxmoxLab(t)
-	agent, fakeRunner := buildAgent(t)
+	agent, fakeRunner := runnersimtest.BuildAgent(t)
 	base := t.TempDir()
 	outs := t.TempDir()
 	for _, d := range []string{filepath.Dir(base), base, filepath.Dir(outs), outs} {
@@ -94,7 +53,7 @@ func TestProxmoxJobInsideTheRunnerFindsNoCredential(t *testing.T) {
 	}
 	type vm struct {
 		root, out, jit string
-		console        *syncBuffer
+		console        *runnersimtest.Console
 	}
 	var (
 		mu  sync.Mutex
@@ -112,8 +71,8 @@ func TestProxmoxJobInsideTheRunnerFindsNoCredential(t *testing.T) {
 			t.Errorf("claim %s: %v", c.Name, err)
 			return nil
 		}
-		root, install := vmRoot(t, base, c.Name, fakeRunner)
-		v := &vm{root: root, out: filepath.Join(outs, c.Name), jit: cfg.JITConfig, console: &syncBuffer{}}
+		root, install := runnersimtest.VMRoot(t, base, c.Name, fakeRunner)
+		v := &vm{root: root, out: filepath.Join(outs, c.Name), jit: cfg.JITConfig, console: &runnersimtest.Console{}}
 		mu.Lock()
 		vms[c.Name] = v
 		mu.Unlock()
@@ -162,23 +121,4 @@ func TestProxmoxJobInsideTheRunnerFindsNoCredential(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(v.root, "etc", "hyperfleet", "bootstrap.json")); !os.IsNotExist(err) {
 		t.Errorf("the agent left its configuration behind (stat: %v)", err)
 	}
-}
-
-// syncBuffer is the agent's console: written by the process's output
-// copier, read by the test.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -1,0 +1,173 @@
+package attested_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/runnersim/runnersimtest"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+)
+
+const repo = "acme/attested"
+
+// TestRunnerGetsItsJITConfigOnlyAfterAttesting is the runner path end to
+// end with the real pieces: the RunnerPool makes a runner whose user data
+// holds a join token and no JIT config; the real hyperfleet-bootstrap
+// (a process) attests through a real spire-agent, fetches the JIT config
+// over mTLS with the SVID minted for its claim, runs the (fake) runner as
+// an unprivileged user, and the runner takes a job from githubsim.
+func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
+	r := newRig(t, rigOptions{runners: true})
+	gh := githubsim.New(githubsim.Options{Repositories: []string{repo}, JobDuration: 300 * time.Millisecond, RateLimit: 50000})
+	if err := gh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gh.Close)
+	agent, fakeRunner := runnersimtest.BuildAgent(t)
+	base, err := os.MkdirTemp("", "hfvm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	uid, gid := os.Getuid(), os.Getgid()
+	if uid == 0 {
+		uid, gid = 65534, 65534
+		if err := os.Chmod(base, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var (
+		mu       sync.Mutex
+		consoles = map[string]*runnersimtest.Console{}
+		uds      = map[string]string{}
+	)
+	userData := func(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (string, error) {
+		ud, err := runnersim.SecretUserData(ctx, r.lab.C, c)
+		if err == nil {
+			mu.Lock()
+			uds[c.Name] = ud
+			mu.Unlock()
+		}
+		return ud, err
+	}
+	agents := &runnersim.Agents{Client: testenv.Client(), GitHub: gh, Namespace: r.lab.NS, Log: logr.Discard(), UserData: userData,
+		PowerOff: func(_ context.Context, c *hypervisorv1alpha1.MachineClaim) error {
+			return kvSim.GuestShutdown(c.Namespace, c.Status.MachineName)
+		},
+		Process: func(c *hypervisorv1alpha1.MachineClaim) *runnersim.Process {
+			root, install := runnersimtest.VMRoot(t, base, c.Name, fakeRunner)
+			console := &runnersimtest.Console{}
+			mu.Lock()
+			consoles[c.Name] = console
+			mu.Unlock()
+			agentDir, err := os.MkdirTemp("", "hfag")
+			if err != nil {
+				t.Error(err)
+				return nil
+			}
+			t.Cleanup(func() { _ = os.RemoveAll(agentDir) })
+			return &runnersim.Process{
+				Agent: agent, Root: root, Console: console,
+				Runner:     runnerpool.RunnerSettings{InstallDir: install, User: fmt.Sprintf("%d:%d", uid, gid)},
+				Env:        append(os.Environ(), "FAKERUNNER_VM_ROOT="+root),
+				SPIREAgent: filepath.Join(spiretest.Dir(t), "spire-agent"), AgentDir: agentDir,
+			}
+		}}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	agents.Start(ctx)
+
+	r.attest(nil)
+	// The template's machines run GitHub runners.
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", Namespace: r.lab.NS}}
+		if err := r.lab.Get(tmpl); err != nil {
+			return err
+		}
+		tmpl.Spec.Workload = &hypervisorv1alpha1.WorkloadConfig{Type: hypervisorv1alpha1.WorkloadGitHubRunner,
+			GitHubRunner: &hypervisorv1alpha1.GitHubRunnerWorkload{}}
+		return r.lab.C.Update(context.Background(), tmpl)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	r.lab.Create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		StringData: map[string]string{"token": gh.PAT()},
+	})
+	owner, name, _ := strings.Cut(repo, "/")
+	pool := &hypervisorv1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "attested"},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{
+			TemplateRef: meta.LocalObjectReference{Name: "ubuntu"},
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
+				CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
+			Labels:      []string{"attested"},
+			MinReplicas: 1, MaxReplicas: 1,
+		},
+	}
+	r.lab.Create(pool)
+	t.Cleanup(func() { _ = r.lab.C.Delete(context.Background(), pool) })
+
+	id, err := gh.QueueJob(repo, []string{"self-hosted", "attested"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
+		j, ok := gh.Job(id)
+		if errs := agents.Errors(); len(errs) > 0 {
+			return false, fmt.Sprintf("agent errors: %v", errs)
+		}
+		return ok && j.Status == "completed", fmt.Sprintf("job %+v", j)
+	})
+	j, _ := gh.Job(id)
+	mu.Lock()
+	console, ud := consoles[j.RunnerName], uds[j.RunnerName]
+	mu.Unlock()
+	if console == nil {
+		t.Fatalf("the job ran on %q, which no agent process served", j.RunnerName)
+	}
+	cfg, err := runnerpool.ParseUserData(ud)
+	if err != nil {
+		t.Fatalf("the runner's user data: %v", err)
+	}
+	if cfg.JITConfig != "" || cfg.Token != "" || cfg.Name != j.RunnerName {
+		t.Fatalf("the runner's user data carried a JIT config (%v) or a token (%v), or is not %s's (%s)", cfg.JITConfig != "", cfg.Token != "", j.RunnerName, cfg.Name)
+	}
+	var events corev1.EventList
+	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	for _, e := range events.Items {
+		released = released || e.Reason == "CredentialsReleased" && e.InvolvedObject.Name == j.RunnerName
+	}
+	if !released {
+		t.Fatalf("no CredentialsReleased event for %s", j.RunnerName)
+	}
+	out := console.String()
+	for _, want := range []string{"attested", "credentials received"} {
+		if !strings.Contains(strings.ToLower(out), want) {
+			t.Errorf("the agent's console does not say %q:\n%s", want, out)
+		}
+	}
+}
