@@ -38,6 +38,15 @@ func Dir(t testing.TB) string {
 	return dir
 }
 
+// AdminInstallation and AdminID: the server lets the SVID of AdminID call
+// its admin API over TCP; a client of AdminInstallation may mint it.
+const AdminInstallation = "admins"
+
+// AdminID is the admin workload's SPIFFE ID in trustDomain.
+func AdminID(trustDomain string) string {
+	return "spiffe://" + trustDomain + "/hyperfleet/" + AdminInstallation + "/operator"
+}
+
 // Server is a running spire-server with the sqlite datastore, the join_token
 // node attestor and the memory key manager.
 type Server struct {
@@ -78,6 +87,8 @@ func StartServer(t testing.TB, trustDomain string) *Server {
   ratelimit {
     attestation = false
   }
+  # AdminID(trust domain) may call the admin API over TCP (DialTLS).
+  admin_ids = [%q]
 }
 
 plugins {
@@ -94,7 +105,7 @@ plugins {
     plugin_data {}
   }
 }
-`, s.Port, s.SocketPath, trustDomain, filepath.Join(dir, "data"), filepath.Join(dir, "datastore.sqlite3"))
+`, s.Port, s.SocketPath, trustDomain, filepath.Join(dir, "data"), AdminID(trustDomain), filepath.Join(dir, "datastore.sqlite3"))
 	s.conf = filepath.Join(dir, "server.conf")
 	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
