@@ -36,6 +36,13 @@ func TestCredentialsAfterAttestationProxmox(t *testing.T) {
 	testCredentialsAfterAttestation(t, rigOptions{proxmox: true})
 }
 
+// TestCredentialsAfterAttestationOverTCPAdmin: the same, with the operator
+// reaching SPIRE's admin API over TCP with an admin SVID from a Secret (no
+// socket mounted): token, entry, its own endpoint SVID and the cleanup.
+func TestCredentialsAfterAttestationOverTCPAdmin(t *testing.T) {
+	testCredentialsAfterAttestation(t, rigOptions{tcpAdmin: true})
+}
+
 func testCredentialsAfterAttestation(t *testing.T, o rigOptions) {
 	r := newRig(t, o)
 	secretValue := "s3cr3t-" + r.installation

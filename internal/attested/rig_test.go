@@ -17,6 +17,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -88,6 +89,9 @@ type rigOptions struct {
 	noSPIRE bool
 	// runners runs the RunnerPool reconciler too (no webhook receiver).
 	runners bool
+	// tcpAdmin reaches SPIRE's admin API over TCP with admin credentials
+	// from a Secret, instead of its socket.
+	tcpAdmin bool
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
@@ -117,7 +121,21 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		opts.Controllers = append(opts.Controllers, manager.ControllerRunnerPool)
 		opts.Runners = manager.RunnerOptions{WebhookAddr: "0", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second}
 	}
-	if !o.noSPIRE {
+	switch {
+	case o.noSPIRE:
+	case o.tcpAdmin:
+		creds := r.srv.AdminCredentials(t, spiretest.AdminID(trustDomain))
+		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: hypervisorlab.OperatorNamespace}}
+		if err := testenv.Client().Create(context.Background(), ns); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "spire-admin-" + r.installation, Namespace: ns.Name},
+			Data: map[string][]byte{"tls.crt": creds.CertPEM, "tls.key": creds.KeyPEM, "bundle.crt": creds.BundlePEM}}
+		if err := testenv.Client().Create(context.Background(), secret); err != nil {
+			t.Fatal(err)
+		}
+		opts.Attestation.ServerAddress, opts.Attestation.AdminCredentials, opts.Attestation.TrustDomain = r.srv.Address(), secret.Name, trustDomain
+	default:
 		opts.Attestation.AdminSocket, opts.Attestation.TrustDomain = r.srv.SocketPath, trustDomain
 	}
 	mgr, err := manager.New(testenv.Config(), opts)

@@ -3,12 +3,14 @@ package manager
 import (
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"flag"
 	"fmt"
 	"strings"
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -26,6 +28,10 @@ type AttestationOptions struct {
 	// trust domain. Both set: the credential endpoint runs, with an SVID
 	// minted on that server.
 	AdminSocket, TrustDomain string
+	// ServerAddress and AdminCredentials reach the server's admin API over
+	// TCP instead: host:port, and a Secret in the operator's namespace with
+	// the admin SVID (tls.crt, tls.key) and the trust bundle (bundle.crt).
+	ServerAddress, AdminCredentials string
 	// EndpointAddr is the credential endpoint's listen address; "0" turns
 	// it off.
 	EndpointAddr string
@@ -41,6 +47,8 @@ type AttestationOptions struct {
 
 func (o *AttestationOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.AdminSocket, "spire-admin-socket", "", "The SPIRE server's admin API socket (mounted into the operator's Pod), for templates with spec.attestation; a template's spec.attestation.spire.adminSocketPath wins. Empty: attesting templates stall, saying what to configure.")
+	fs.StringVar(&o.ServerAddress, "spire-server-address", "", "The SPIRE server's TCP endpoint (host:port), reached as an admin workload with --spire-admin-credentials, where its admin socket cannot be mounted.")
+	fs.StringVar(&o.AdminCredentials, "spire-admin-credentials", "", "A Secret in the operator's namespace with an X509-SVID the server lists in admin_ids (keys tls.crt, tls.key) and the trust bundle (bundle.crt), e.g. synced by an ExternalSecret; re-read when it changes.")
 	fs.StringVar(&o.TrustDomain, "spire-trust-domain", "", "The trust domain of --spire-admin-socket's server: the credential endpoint's SVID is minted there, and it accepts machines of that trust domain only.")
 	fs.StringVar(&o.EndpointAddr, "credential-endpoint-bind-address", ":9444", "Address of the credential endpoint (mTLS, SPIFFE SVIDs), where attested machines fetch their workload's credentials once; 0 turns it off.")
 	fs.StringVar(&o.EndpointURL, "credential-endpoint-url", "", "The credential endpoint as machines reach it, e.g. https://hyperfleet-credentials.hyperfleet-system.svc:9444 or a LoadBalancer's address. Required for attestation.")
@@ -63,8 +71,14 @@ func (o *AttestationOptions) complete() error {
 	if _, err := attestation.ParseSelectors(o.selectors()); err != nil {
 		return fmt.Errorf("--spire-workload-selector: %w", err)
 	}
-	if (o.AdminSocket == "") != (o.TrustDomain == "") {
-		return fmt.Errorf("--spire-admin-socket and --spire-trust-domain go together")
+	if (o.ServerAddress == "") != (o.AdminCredentials == "") {
+		return fmt.Errorf("--spire-server-address and --spire-admin-credentials go together")
+	}
+	if o.AdminSocket != "" && o.ServerAddress != "" {
+		return fmt.Errorf("--spire-admin-socket and --spire-server-address are two ways to one server: choose one")
+	}
+	if (o.AdminSocket != "" || o.ServerAddress != "") != (o.TrustDomain != "") {
+		return fmt.Errorf("--spire-trust-domain goes with --spire-admin-socket or --spire-server-address")
 	}
 	if o.EndpointURL != "" && !strings.HasPrefix(o.EndpointURL, "https://") {
 		return fmt.Errorf("--credential-endpoint-url %q: want https://host:port", o.EndpointURL)
@@ -72,9 +86,12 @@ func (o *AttestationOptions) complete() error {
 	return nil
 }
 
+// configured: the operator administers a SPIRE server of its own.
+func (o *AttestationOptions) configured() bool { return o.AdminSocket != "" || o.ServerAddress != "" }
+
 // endpointEnabled: the operator can mint its serving SVID and serve.
 func (o *AttestationOptions) endpointEnabled() bool {
-	return o.AdminSocket != "" && o.EndpointAddr != "" && o.EndpointAddr != "0"
+	return o.configured() && o.EndpointAddr != "" && o.EndpointAddr != "0"
 }
 
 var registerAttestationMetrics sync.Once
@@ -93,7 +110,12 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 	if ao.Dial != nil {
 		reg.Dial = ao.Dial
 	}
-	if ao.AdminSocket != "" {
+	if ao.ServerAddress != "" {
+		admin := &adminDialer{creds: creds, secret: types.NamespacedName{Namespace: o.OperatorNamespace, Name: ao.AdminCredentials},
+			address: ao.ServerAddress, trustDomain: ao.TrustDomain, installation: o.InstallationID}
+		reg.DialAdmin = admin.dial
+	}
+	if ao.configured() {
 		sw := &attestation.Sweeper{Registry: reg, Reader: mgr.GetClient(), TrustDomain: ao.TrustDomain,
 			Interval: cmp.Or(o.OrphanSweepInterval, time.Minute), Grace: cmp.Or(o.OrphanGrace, 10*time.Minute)}
 		if err := mgr.Add(sw); err != nil {
@@ -113,7 +135,7 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 	}
 	return reg, mgr.Add(everyReplica(func(ctx context.Context) error {
 		log := ctrl.LoggerFrom(ctx).WithName("credential-endpoint")
-		server, err := reg.Server(&hypervisorv1alpha1.SPIREConfig{TrustDomain: ao.TrustDomain})
+		server, err := reg.Server(ctx, &hypervisorv1alpha1.SPIREConfig{TrustDomain: ao.TrustDomain})
 		if err != nil {
 			return err
 		}
@@ -142,3 +164,51 @@ type everyReplica func(ctx context.Context) error
 
 func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
 func (everyReplica) NeedLeaderElection() bool          { return false }
+
+// adminDialer reaches the operator's SPIRE server over TCP with the admin
+// SVID of a Secret, dialling again when the Secret's content changes (a
+// rotation by the secret store).
+type adminDialer struct {
+	creds                              *credentials.Reader
+	secret                             types.NamespacedName
+	address, trustDomain, installation string
+
+	mu          sync.Mutex
+	fingerprint [sha256.Size]byte
+	client      *spire.Client
+}
+
+func (d *adminDialer) dial(ctx context.Context, trustDomain string) (spire.Server, error) {
+	if trustDomain != d.trustDomain {
+		return nil, fmt.Errorf("%w: the operator administers trust domain %s (--spire-trust-domain) over TCP, not %s; set spec.attestation.spire.adminSocketPath for another server", attestation.ErrNotConfigured, d.trustDomain, trustDomain)
+	}
+	secret, err := d.creds.OperatorSecret(ctx, d.secret, "--spire-admin-credentials")
+	if err != nil {
+		return nil, err
+	}
+	keys := []string{"tls.crt", "tls.key", "bundle.crt"}
+	h := sha256.New()
+	for _, k := range keys {
+		if len(secret.Data[k]) == 0 {
+			return nil, fmt.Errorf("%w: Secret %s (--spire-admin-credentials) has no %s", attestation.ErrNotConfigured, d.secret, k)
+		}
+		h.Write(secret.Data[k])
+	}
+	var fp [sha256.Size]byte
+	copy(fp[:], h.Sum(nil))
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.client != nil && fp == d.fingerprint {
+		return d.client, nil
+	}
+	c, err := spire.DialTLS(d.address, spire.AdminCredentials{CertPEM: secret.Data["tls.crt"], KeyPEM: secret.Data["tls.key"], BundlePEM: secret.Data["bundle.crt"]},
+		d.trustDomain, d.installation)
+	if err != nil {
+		return nil, fmt.Errorf("%w: Secret %s (--spire-admin-credentials): %w", attestation.ErrNotConfigured, d.secret, err)
+	}
+	if d.client != nil {
+		_ = d.client.Close()
+	}
+	d.client, d.fingerprint = c, fp
+	return c, nil
+}

@@ -2,6 +2,7 @@ package attestation
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -34,6 +35,12 @@ type Registry struct {
 	// Dial connects to a server's admin socket; spire.DialSocket when nil
 	// (tests give the fake).
 	Dial func(socket, trustDomain, installation string) (spire.Server, error)
+	// DialAdmin, when set, reaches the operator's server of trustDomain over
+	// TCP as an admin workload (--spire-server-address with
+	// --spire-admin-credentials), for templates that name no admin socket
+	// while the operator has none either. It may return a new client when
+	// the credentials were rotated.
+	DialAdmin func(ctx context.Context, trustDomain string) (spire.Server, error)
 	// EndpointURL is the credential endpoint as machines reach it
 	// (--credential-endpoint-url, https://host:port); empty, machines are
 	// told of none, and a workload with credentials cannot attest.
@@ -62,16 +69,20 @@ func (r *Registry) AgentPathOrDefault() string { return cmp.Or(r.AgentPath, Defa
 
 type serverKey struct{ socket, trustDomain string }
 
-// Server returns the client of the SPIRE server cfg names, dialling it on
-// first use. Without an admin socket (cfg's or the operator's) it returns
+// Server returns the client of the SPIRE server cfg names: its admin
+// socket (the template's, else the operator's), dialled on first use, else
+// the operator's server over TCP (DialAdmin). Without either it returns
 // ErrNotConfigured, with what to set.
-func (r *Registry) Server(cfg *hypervisorv1alpha1.SPIREConfig) (spire.Server, error) {
+func (r *Registry) Server(ctx context.Context, cfg *hypervisorv1alpha1.SPIREConfig) (spire.Server, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: set spec.attestation.spire (serverAddress, trustDomain) on the template", ErrNotConfigured)
 	}
 	socket := cmp.Or(cfg.AdminSocketPath, r.AdminSocket)
+	if socket == "" && r.DialAdmin != nil {
+		return r.DialAdmin(ctx, cfg.TrustDomain)
+	}
 	if socket == "" {
-		return nil, fmt.Errorf("%w: the operator cannot mint join tokens for trust domain %s: run it with --spire-admin-socket (the SPIRE server's admin socket, mounted into its Pod), or set spec.attestation.spire.adminSocketPath", ErrNotConfigured, cfg.TrustDomain)
+		return nil, fmt.Errorf("%w: the operator cannot mint join tokens for trust domain %s: run it with --spire-server-address and --spire-admin-credentials (or --spire-admin-socket, the SPIRE server's admin socket mounted into its Pod), or set spec.attestation.spire.adminSocketPath", ErrNotConfigured, cfg.TrustDomain)
 	}
 	key := serverKey{socket: socket, trustDomain: cfg.TrustDomain}
 	r.mu.Lock()
@@ -96,11 +107,24 @@ func (r *Registry) Server(cfg *hypervisorv1alpha1.SPIREConfig) (spire.Server, er
 	return s, nil
 }
 
-// dialled are the servers dialled so far, for the sweeper.
-func (r *Registry) dialled() []spire.Server {
+// dialled are the servers dialled so far through sockets, and the
+// operator's own server (trustDomain, when set), for the sweeper.
+func (r *Registry) dialled(ctx context.Context, trustDomain string) ([]spire.Server, error) {
+	var own spire.Server
+	if trustDomain != "" {
+		s, err := r.Server(ctx, &hypervisorv1alpha1.SPIREConfig{TrustDomain: trustDomain})
+		if err != nil {
+			return nil, err
+		}
+		own = s
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return slices.Collect(maps.Values(r.servers))
+	out := slices.Collect(maps.Values(r.servers))
+	if own != nil && !slices.Contains(out, own) {
+		out = append(out, own)
+	}
+	return out, nil
 }
 
 // OnAttested registers fn to hear of a machine that attested or received

@@ -69,14 +69,13 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (int, error) {
 	for i := range claims.Items {
 		live[string(claims.Items[i].UID)] = true
 	}
-	if s.TrustDomain != "" {
-		if _, err := s.Registry.Server(&hypervisorv1alpha1.SPIREConfig{TrustDomain: s.TrustDomain}); err != nil {
-			return 0, err
-		}
+	servers, err := s.Registry.dialled(ctx, s.TrustDomain)
+	if err != nil {
+		return 0, err
 	}
 	orphans := map[string]orphan{}
 	var firstErr error
-	for _, server := range s.Registry.dialled() {
+	for _, server := range servers {
 		entries, err := server.ListEntries(ctx)
 		if err != nil {
 			firstErr = cmpErr(firstErr, err)

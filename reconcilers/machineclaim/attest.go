@@ -93,7 +93,7 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 	if reg == nil {
 		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s asks for attestation, and the operator runs without SPIRE: start it with --spire-admin-socket and --credential-endpoint-url (README, \"Attestation\")", t.Name))
 	}
-	server, err := reg.Server(a.SPIRE)
+	server, err := reg.Server(ctx, a.SPIRE)
 	if err != nil {
 		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s: %v", t.Name, err))
 	}
@@ -259,7 +259,7 @@ func (r *Reconciler) forgetAttestation(ctx context.Context, c *hypervisorv1alpha
 		if t != nil && t.Spec.Attestation != nil && t.Spec.Attestation.SPIRE != nil && t.Spec.Attestation.SPIRE.TrustDomain == m.TrustDomain {
 			cfg = t.Spec.Attestation.SPIRE
 		}
-		server, serr := r.Attestation.Server(cfg)
+		server, serr := r.Attestation.Server(ctx, cfg)
 		if serr == nil {
 			serr = server.ForgetMachine(ctx, m)
 		}
