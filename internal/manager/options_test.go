@@ -157,3 +157,39 @@ func TestWorkersFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestAttestationFlags: the ways to reach SPIRE go together or not at all,
+// and a mistake is refused at start with the flags to fix.
+func TestAttestationFlags(t *testing.T) {
+	t.Setenv("POD_NAME", "hyperfleet-0")
+	cases := []struct {
+		args    []string
+		wantErr string
+	}{
+		{nil, ""},
+		{[]string{"--spire-admin-socket=/run/spire/api.sock", "--spire-trust-domain=example.org"}, ""},
+		{[]string{"--spire-server-address=spire:8081", "--spire-admin-credentials=spire-admin", "--spire-trust-domain=example.org",
+			"--credential-endpoint-url=https://hf.example:9444", "--spire-workload-selector=unix:uid:0", "--spire-workload-selector=unix:gid:0"}, ""},
+		{[]string{"--spire-admin-socket=/run/spire/api.sock"}, "--spire-trust-domain"},
+		{[]string{"--spire-trust-domain=example.org"}, "--spire-trust-domain"},
+		{[]string{"--spire-server-address=spire:8081", "--spire-trust-domain=example.org"}, "--spire-admin-credentials"},
+		{[]string{"--spire-admin-socket=/s", "--spire-server-address=spire:8081", "--spire-admin-credentials=c", "--spire-trust-domain=example.org"}, "choose one"},
+		{[]string{"--credential-endpoint-url=http://hf.example:9444"}, "https://"},
+		{[]string{"--spire-workload-selector=uid0"}, "type:value"},
+	}
+	for _, c := range cases {
+		o := parsed(t, c.args...)
+		err := o.Complete()
+		if c.wantErr == "" && err != nil || c.wantErr != "" && (err == nil || !strings.Contains(err.Error(), c.wantErr)) {
+			t.Errorf("%v: %v, want an error naming %q", c.args, err, c.wantErr)
+		}
+	}
+	o := parsed(t, "--spire-workload-selector=unix:uid:0", "--spire-workload-selector=unix:gid:0")
+	if got := o.Attestation.selectors(); len(got) != 2 {
+		t.Errorf("selectors %v, want both", got)
+	}
+	def := parsed(t)
+	if got := def.Attestation.selectors(); len(got) != 1 || got[0] != "unix:uid:0" {
+		t.Errorf("default selectors %v, want unix:uid:0", got)
+	}
+}
