@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"runtime"
 	"strings"
+	"time"
 )
 
 // DefaultConfigPath is where cloud-init writes the agent's configuration
@@ -52,6 +53,17 @@ type Runner struct {
 	User         string `json:"user,omitempty"`
 	ConfigScript string `json:"configScript,omitempty"`
 	RunScript    string `json:"runScript,omitempty"`
+	// HTTPTimeout bounds the runner's download, e.g. 30s (the template's
+	// spec.workload.githubRunner.httpTimeout); default 10m.
+	HTTPTimeout string `json:"httpTimeout,omitempty"`
+}
+
+// downloadTimeout is HTTPTimeout, or 10 minutes; validate checked it parses.
+func (r Runner) downloadTimeout() time.Duration {
+	if d, err := time.ParseDuration(r.HTTPTimeout); err == nil && d > 0 {
+		return d
+	}
+	return 10 * time.Minute
 }
 
 // Defaults, each overridable by the config file and, where the file leaves
@@ -118,6 +130,11 @@ func (c *Config) validate(credentialsLater bool) error {
 	var errs []error
 	if c.Name == "" {
 		errs = append(errs, errors.New("name is required"))
+	}
+	if c.Runner.HTTPTimeout != "" {
+		if d, err := time.ParseDuration(c.Runner.HTTPTimeout); err != nil || d <= 0 {
+			errs = append(errs, fmt.Errorf("runner.httpTimeout %q is not a positive duration, e.g. 30s", c.Runner.HTTPTimeout))
+		}
 	}
 	switch {
 	case c.Token == "" && c.JITConfig == "" && credentialsLater:

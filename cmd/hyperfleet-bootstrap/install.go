@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 )
 
 // install downloads and unpacks the runner into InstallDir, unless the run
@@ -24,7 +23,7 @@ func install(ctx context.Context, r Runner, log func(string, ...any)) error {
 	}
 	url := r.downloadURL()
 	log("Downloading the actions runner %s (%s/%s) from %s", r.Version, r.OS, r.Arch, url)
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, r.downloadTimeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

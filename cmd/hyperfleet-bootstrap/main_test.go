@@ -254,6 +254,37 @@ func TestChecksumMismatchIsRefused(t *testing.T) {
 	}
 }
 
+// The template's httpTimeout bounds the runner's download: a download
+// server that never answers fails the agent within it, not in ten minutes.
+func TestDownloadHonoursHTTPTimeout(t *testing.T) {
+	l := newLab(t)
+	stall := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() }))
+	t.Cleanup(stall.Close)
+	path := l.config(t, Config{URL: l.gh.RunnerURL(l.scope), Token: "t", Name: "pool-slow"})
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c Config
+	if err := json.Unmarshal(data, &c); err != nil {
+		t.Fatal(err)
+	}
+	c.Runner.DownloadURL, c.Runner.HTTPTimeout = stall.URL+"/runner.tgz", "300ms"
+	if data, err = json.Marshal(c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var console bytes.Buffer
+	if code := run(l.args(path), &console, &console, noEnv); code != 1 {
+		t.Fatalf("exit %d, want 1:\n%s", code, console.String())
+	}
+	if !strings.Contains(console.String(), "deadline exceeded") || !l.poweredOff() {
+		t.Errorf("want the download to give up at its deadline, and a power-off:\n%s", console.String())
+	}
+}
+
 func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 	dir := t.TempDir()
 	write := func(s string) string {
@@ -279,6 +310,7 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 		`{"name":"n","token":"t","jitConfig":"j","url":"u"}`: "mutually exclusive",
 		`{"token":"t"}`:                     "name is required",
 		`{"name":"n","token":"t","nmea":1}`: "unknown field",
+		`{"name":"n","token":"t","url":"u","runner":{"httpTimeout":"soon"}}`: "runner.httpTimeout",
 	} {
 		if _, err := loadConfig(write(body), noEnv, false); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: error %v, want %q", body, err, want)

@@ -11,9 +11,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
@@ -143,12 +146,33 @@ func testCredentialsAfterAttestation(t *testing.T, o rigOptions) {
 func TestAttestationWithoutWorkload(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.attest(nil)
+	// The bundle the machine verifies SPIRE with comes from the template's
+	// trustBundleRef when it names one (a ConfigMap here).
+	bundle, err := r.admin.TrustBundle(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	marked := string(bundle) + "# from the ConfigMap\n"
+	r.lab.Create(&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "spire-bundle"}, Data: map[string]string{"bundle.crt": marked}})
+	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu", Namespace: r.lab.NS}}
+		if err := r.lab.Get(tmpl); err != nil {
+			return err
+		}
+		tmpl.Spec.Attestation.SPIRE.TrustBundleRef = &meta.KeyReference{Kind: meta.ConfigMapKind, Name: "spire-bundle", Key: "bundle.crt"}
+		return r.lab.C.Update(context.Background(), tmpl)
+	}); err != nil {
+		t.Fatal(err)
+	}
 	r.claim("plain")
 	ud := r.guestUserData("plain")
 	if !strings.Contains(ud, `runcmd:`) || !strings.Contains(ud, `"attest"]`) {
 		t.Fatalf("a machine without a workload must run the agent's attest from its user data:\n%s", ud)
 	}
 	m := r.boot("plain")
+	if m.config.TrustBundle != marked {
+		t.Fatal("the machine was not given the bundle of the template's trustBundleRef")
+	}
 	m.attested()
 	if code, body := m.fetchUntil("", time.Minute); code != http.StatusNoContent || body != "" {
 		t.Fatalf("check-in: %d %q, want 204 and nothing", code, body)

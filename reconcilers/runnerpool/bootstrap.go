@@ -1,10 +1,13 @@
 package runnerpool
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"path"
 	"strings"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 )
 
 // BootstrapConfigPath is where cloud-init writes the agent's configuration
@@ -22,6 +25,31 @@ type RunnerSettings struct {
 	RunScript    string `json:"runScript,omitempty"`
 	// User the runner and its jobs run as (the agent's default: runner).
 	User string `json:"user,omitempty"`
+	// OS and Arch of the runner package; HTTPTimeout bounds its download.
+	OS          string `json:"os,omitempty"`
+	Arch        string `json:"arch,omitempty"`
+	HTTPTimeout string `json:"httpTimeout,omitempty"`
+}
+
+// runnerSettings are the operator's settings (--runner-version, …) with
+// what the template's spec.workload.githubRunner sets in their place: the
+// template describes the image its machines boot, so it wins.
+func runnerSettings(operator RunnerSettings, w *hypervisorv1alpha1.WorkloadConfig) RunnerSettings {
+	if w == nil || w.GitHubRunner == nil {
+		return operator
+	}
+	g, out := w.GitHubRunner, operator
+	out.Version = cmp.Or(g.RunnerVersion, out.Version)
+	out.DownloadURL = cmp.Or(g.DownloadURL, out.DownloadURL)
+	out.OS = cmp.Or(g.OS, out.OS)
+	out.Arch = cmp.Or(g.Arch, out.Arch)
+	out.InstallDir = cmp.Or(g.WorkDir, out.InstallDir)
+	out.ConfigScript = cmp.Or(g.ConfigScript, out.ConfigScript)
+	out.RunScript = cmp.Or(g.RunScript, out.RunScript)
+	if g.HTTPTimeout != nil && g.HTTPTimeout.Duration > 0 {
+		out.HTTPTimeout = g.HTTPTimeout.Duration.String()
+	}
+	return out
 }
 
 // BootstrapConfig is the agent's configuration file, the shape

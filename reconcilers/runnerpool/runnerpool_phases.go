@@ -69,6 +69,9 @@ type scope struct {
 	// credential is handed out by the credential endpoint, never put in
 	// its user data (getTemplate).
 	attested bool
+	// runner is what the agents install: the operator's settings with the
+	// template's spec.workload.githubRunner over them (getTemplate).
+	runner RunnerSettings
 	// githubErr is the failed GitHub call that stopped the reconcile:
 	// reading the credentials or listing the runners (connectGitHub).
 	githubErr error
@@ -144,6 +147,7 @@ func (r *Reconciler) getTemplate(ctx context.Context, s *scope) (skeleton.Result
 	}
 	a := tmpl.Spec.Attestation
 	s.attested = a != nil && a.Method != "" && a.Method != hypervisorv1alpha1.AttestationNone
+	s.runner = runnerSettings(r.Runner, tmpl.Spec.Workload)
 	return skeleton.Continue(), nil
 }
 
@@ -610,7 +614,7 @@ func (r *Reconciler) createRunners(ctx context.Context, s *scope, n int) (int, e
 func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) (string, error) {
 	pool := s.pool
 	name := pool.Name + "-" + suffix()
-	cfg := BootstrapConfig{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: r.Runner,
+	cfg := BootstrapConfig{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: s.runner,
 		Labels: append(append([]string(nil), pool.Spec.Labels...), poolRunnerLabel(pool))}
 	// JITConfig unless the pool chose RegistrationToken: a pool stored before
 	// the default changed reads as JITConfig (the API server defaults it).
