@@ -176,7 +176,6 @@ func (e *Endpoint) answer(ctx context.Context, method, path, peer string, body [
 		// machine asks again and the next read decides.
 		return answer{code: http.StatusServiceUnavailable, result: ResultUnavailable, message: "try again"}
 	}
-	e.Registry.attested(claim.Namespace, claim.Name)
 	if ref == nil {
 		e.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "Attested", "Attest", "The machine proved its identity %s", peer)
 		return answer{code: http.StatusNoContent, result: ResultAttested}

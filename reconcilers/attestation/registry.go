@@ -58,7 +58,6 @@ type Registry struct {
 
 	mu      sync.Mutex
 	servers map[serverKey]spire.Server
-	wake    []func(namespace, name string)
 }
 
 // DefaultAgentPath is where machine images carry cmd/hyperfleet-bootstrap.
@@ -125,24 +124,6 @@ func (r *Registry) dialled(ctx context.Context, trustDomain string) ([]spire.Ser
 		out = append(out, own)
 	}
 	return out, nil
-}
-
-// OnAttested registers fn to hear of a machine that attested or received
-// its credentials (the MachineClaim reconciler enqueues the claim, whose
-// status changed outside it).
-func (r *Registry) OnAttested(fn func(namespace, name string)) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.wake = append(r.wake, fn)
-}
-
-func (r *Registry) attested(namespace, name string) {
-	r.mu.Lock()
-	fns := slices.Clone(r.wake)
-	r.mu.Unlock()
-	for _, fn := range fns {
-		fn(namespace, name)
-	}
 }
 
 // ParseSelectors parses "type:value" selectors, e.g. "unix:uid:0".

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -111,10 +112,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.MachineClaim{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, attestationChanged))).
 		Watches(&hypervisorv1alpha1.HypervisorMachineTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsForTemplate)).
 		WatchesRawSource(source.Func(r.wakes)).
-		WatchesRawSource(source.Func(r.attestedWakes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -133,16 +133,26 @@ func (r *Reconciler) wakes(_ context.Context, q workqueue.TypedRateLimitingInter
 	return nil
 }
 
-// attestedWakes enqueues a claim whose machine attested or received its
-// credentials: the credential endpoint wrote its status, which the
-// claim's own watch ignores (generation and annotations only).
-func (r *Reconciler) attestedWakes(_ context.Context, q workqueue.TypedRateLimitingInterface[reconcile.Request]) error {
-	if r.Attestation != nil {
-		r.Attestation.OnAttested(func(namespace, name string) {
-			q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: namespace, Name: name}})
-		})
+// attestationChanged passes a claim whose attestation phase changed: the
+// credential endpoint wrote it, on whichever replica the machine reached,
+// and the leader's reconcile turns it into the Attested condition. Other
+// status writes are the reconciler's own and need no reconcile.
+var attestationChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, ok1 := e.ObjectOld.(*hypervisorv1alpha1.MachineClaim)
+		n, ok2 := e.ObjectNew.(*hypervisorv1alpha1.MachineClaim)
+		return ok1 && ok2 && attestationPhase(o) != attestationPhase(n)
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func attestationPhase(c *hypervisorv1alpha1.MachineClaim) hypervisorv1alpha1.AttestationPhase {
+	if c.Status.Attestation == nil {
+		return ""
 	}
-	return nil
+	return c.Status.Attestation.Phase
 }
 
 func (r *Reconciler) claimsForTemplate(ctx context.Context, o client.Object) []reconcile.Request {
