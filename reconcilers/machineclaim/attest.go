@@ -45,6 +45,7 @@ const (
 	joinTokenKey   = "joinToken"
 	trustBundleKey = "trustBundle"
 	expiresKey     = "expiresAt"
+	spiffeIDKey    = "spiffeID"
 )
 
 // attestationSecretName is the Secret holding the claim's join token: the
@@ -114,6 +115,15 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 	if err != nil {
 		return skeleton.Stop(), err
 	}
+	if secret != nil && string(secret.Data[spiffeIDKey]) != workload {
+		// The template's trust domain changed before the machine started:
+		// the token leads to the old ID. A new one is minted.
+		uid := secret.UID
+		if err := r.Client.Delete(ctx, secret, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
+			return skeleton.Stop(), err
+		}
+		secret = nil
+	}
 	if secret == nil {
 		if secret, err = r.issueToken(ctx, s, server, m, workload); err != nil {
 			return r.spireError(s, err)
@@ -176,7 +186,7 @@ func (r *Reconciler) issueToken(ctx context.Context, s *scope, server spire.Serv
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: attestationSecretName(c), Namespace: c.Namespace},
 		Type:       corev1.SecretTypeOpaque,
-		Data: map[string][]byte{joinTokenKey: []byte(tok.Value), trustBundleKey: bundle,
+		Data: map[string][]byte{joinTokenKey: []byte(tok.Value), trustBundleKey: bundle, spiffeIDKey: []byte(workload),
 			expiresKey: []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))},
 	}
 	if err := controllerutil.SetControllerReference(c, secret, r.Client.Scheme()); err != nil {
