@@ -359,7 +359,8 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 	want := []string{"HyperFleetOperatorDown", "HyperFleetReconcileErrorRatio", "HyperFleetProviderAPIFailing",
 		"HyperFleetMachinesStuckProvisioning", "HyperFleetOrphanVMsFound", "HyperFleetNoLeader", "HyperFleetFinalizerDeadlineExceeded",
 		"HyperFleetRunnerQueueLatencyHigh", "HyperFleetGitHubRateLimitNearlyExhausted", "HyperFleetWebhookDeliveriesRejected",
-		"HyperFleetRunnerDeregistrationFailing", "HyperFleetPerformersNotReady", "HyperFleetExecutorUnavailable"}
+		"HyperFleetRunnerDeregistrationFailing", "HyperFleetPerformersNotReady", "HyperFleetExecutorUnavailable",
+		"HyperFleetCredentialRequestsRefused"}
 	var got []string
 	for _, r := range rules {
 		got = append(got, r.Alert)

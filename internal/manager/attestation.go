@@ -102,6 +102,9 @@ var registerAttestationMetrics sync.Once
 // with an optimistic lock).
 func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*attestation.Registry, error) {
 	ao := o.Attestation
+	// Registered with or without SPIRE, so the alert on refused requests
+	// always has its series to read.
+	registerAttestationMetrics.Do(func() { metrics.Registry.MustRegister(attestation.Metrics()...) })
 	selectors, err := attestation.ParseSelectors(ao.selectors())
 	if err != nil {
 		return nil, err
@@ -126,7 +129,6 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 		return reg, nil
 	}
 	reg.EndpointURL, reg.EndpointTrustDomain = strings.TrimSuffix(ao.EndpointURL, "/"), ao.TrustDomain
-	registerAttestationMetrics.Do(func() { metrics.Registry.MustRegister(attestation.Metrics()...) })
 	ep := &attestation.Endpoint{Registry: reg, Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Credentials: creds,
 		Recorder: mgr.GetEventRecorder("credential-endpoint")}
 	if o.MachineClaimClock != nil {
