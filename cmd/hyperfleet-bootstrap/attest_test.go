@@ -16,7 +16,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,15 +115,7 @@ type endpoint struct {
 
 func (s *spireLab) endpoint(t *testing.T, id, machine string, answer func(w http.ResponseWriter, call int)) *endpoint {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+	csr, key, err := spire.NewCSR(id)
 	if err != nil {
 		t.Fatal(err)
 	}

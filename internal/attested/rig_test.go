@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"os"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -60,17 +59,7 @@ func TestMain(m *testing.M) {
 
 // clock is the claims' and the endpoint's clock: real time plus what a
 // test stepped it by.
-var clock = &steppedClock{}
-
-type steppedClock struct{ offset atomic.Int64 }
-
-func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
-func (c *steppedClock) Step(t *testing.T, d time.Duration) {
-	c.offset.Add(int64(d))
-	t.Cleanup(func() { c.offset.Add(-int64(d)) })
-}
+var clock = &testenv.SteppedClock{}
 
 // rig is one test's SPIRE server, the operator (its own manager and
 // installation) and a lab to make machines in.

@@ -66,9 +66,14 @@ func NewClient(conn grpc.ClientConnInterface, trustDomain, installation string) 
 // the server authorizes every caller on it as an admin, so whoever can open
 // the socket file administers the server, and nothing else is needed.
 func DialSocket(path, trustDomain, installation string) (*Client, error) {
-	conn, err := grpc.NewClient("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	return dial("unix://"+path, grpc.WithTransportCredentials(insecure.NewCredentials()), trustDomain, installation)
+}
+
+// dial makes a Client that owns its connection to target.
+func dial(target string, creds grpc.DialOption, trustDomain, installation string) (*Client, error) {
+	conn, err := grpc.NewClient(target, creds)
 	if err != nil {
-		return nil, fmt.Errorf("spire: socket %s: %w", path, err)
+		return nil, fmt.Errorf("spire: %s: %w", target, err)
 	}
 	c, err := NewClient(conn, trustDomain, installation)
 	if err != nil {

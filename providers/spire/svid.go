@@ -2,8 +2,12 @@ package spire
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"crypto/x509"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 
@@ -27,6 +31,19 @@ func csrID(csr []byte, prefix string) (string, error) {
 		return "", fmt.Errorf("%w: SVID %s is not under %s", providers.ErrNotOwned, id, prefix)
 	}
 	return id, nil
+}
+
+// NewCSR makes a P-256 key and a CSR asking for id, for MintX509SVID.
+func NewCSR(id string) (csr []byte, key *ecdsa.PrivateKey, err error) {
+	u, err := url.Parse(id)
+	if err != nil {
+		return nil, nil, fmt.Errorf("spire: SPIFFE ID %q: %w", id, err)
+	}
+	if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+		return nil, nil, err
+	}
+	csr, err = x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+	return csr, key, err
 }
 
 // CSRID is csrID for the fake, which keeps the same rule.

@@ -2,14 +2,10 @@ package spire_test
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -22,19 +18,11 @@ import (
 
 func csrFor(t *testing.T, id string) []byte {
 	t.Helper()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	csr, _, err := spire.NewCSR(id)
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := url.Parse(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	der, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return der
+	return csr
 }
 
 // testMint: an SVID under the installation is signed by the trust bundle's

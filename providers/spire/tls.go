@@ -42,16 +42,6 @@ func DialTLS(addr string, creds AdminCredentials, trustDomain, installation stri
 	if err != nil {
 		return nil, err
 	}
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(
-		grpccredentials.MTLSClientCredentials(svid, bundle, tlsconfig.AuthorizeID(server))))
-	if err != nil {
-		return nil, fmt.Errorf("spire: %s: %w", addr, err)
-	}
-	c, err := NewClient(conn, trustDomain, installation)
-	if err != nil {
-		_ = conn.Close()
-		return nil, err
-	}
-	c.close = conn.Close
-	return c, nil
+	return dial(addr, grpc.WithTransportCredentials(grpccredentials.MTLSClientCredentials(svid, bundle, tlsconfig.AuthorizeID(server))),
+		trustDomain, installation)
 }

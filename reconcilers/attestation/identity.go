@@ -2,12 +2,8 @@ package attestation
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"fmt"
-	"net/url"
 	"sync"
 	"time"
 
@@ -54,15 +50,7 @@ func NewIdentity(ctx context.Context, server spire.Server, trustDomain, installa
 func (i *Identity) ID() spiffeid.ID { return i.id }
 
 func (i *Identity) renew(ctx context.Context) error {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return err
-	}
-	u, err := url.Parse(i.id.String())
-	if err != nil {
-		return err
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+	csr, key, err := spire.NewCSR(i.id.String())
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package hypervisorcluster_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,19 +31,7 @@ const (
 
 // clk is the clusters' and claims' clock: real time plus what the tests
 // stepped it by.
-var clk = &steppedClock{}
-
-type steppedClock struct{ offset atomic.Int64 }
-
-func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
-// Step moves the clock d ahead until t ends, so no later test finds its
-// deadlines already past.
-func (c *steppedClock) Step(t *testing.T, d time.Duration) {
-	c.offset.Add(int64(d))
-	t.Cleanup(func() { c.offset.Add(-int64(d)) })
-}
+var clk = &testenv.SteppedClock{}
 
 // One manager runs the HypervisorCluster reconciler against the package's
 // control plane, with what deleting a cluster waits for: MachineClaims (and

@@ -2,7 +2,6 @@ package machineclaim_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -63,19 +62,7 @@ func TestMain(m *testing.M) {
 // claimClock is the MachineClaims' clock: real time plus what the tests
 // stepped it by, so a claim's timeout or the finalization deadline passes
 // when a test says so instead of being waited out.
-var claimClock = &steppedClock{}
-
-type steppedClock struct{ offset atomic.Int64 }
-
-func (c *steppedClock) Now() time.Time                  { return time.Now().Add(time.Duration(c.offset.Load())) }
-func (c *steppedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
-
-// Step moves the clock d ahead until t ends, so no later test finds its
-// deadlines already past.
-func (c *steppedClock) Step(t *testing.T, d time.Duration) {
-	c.offset.Add(int64(d))
-	t.Cleanup(func() { c.offset.Add(-int64(d)) })
-}
+var claimClock = &testenv.SteppedClock{}
 
 // kvSim plays KubeVirt for the package's KubeVirt tests.
 var kvSim *kubevirtsim.Simulator

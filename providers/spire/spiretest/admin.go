@@ -2,12 +2,8 @@ package spiretest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
-	"net/url"
 	"strconv"
 	"testing"
 	"time"
@@ -26,15 +22,7 @@ func (s *Server) AdminCredentials(t testing.TB, id string) spire.AdminCredential
 		t.Fatal(err)
 	}
 	defer func() { _ = c.Close() }()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, err := url.Parse(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	csr, err := x509.CreateCertificateRequest(rand.Reader, &x509.CertificateRequest{URIs: []*url.URL{u}}, key)
+	csr, key, err := spire.NewCSR(id)
 	if err != nil {
 		t.Fatal(err)
 	}
