@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/x509"
 	"encoding/pem"
-	"strconv"
 	"testing"
 	"time"
 
@@ -46,6 +45,3 @@ func (s *Server) AdminCredentials(t testing.TB, id string) spire.AdminCredential
 	}
 	return spire.AdminCredentials{CertPEM: certs, KeyPEM: pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), BundlePEM: bundle}
 }
-
-// Address is the server's TCP endpoint, for DialTLS.
-func (s *Server) Address() string { return "127.0.0.1:" + strconv.Itoa(s.Port) }
