@@ -25,6 +25,7 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&o.ProxmoxAddr, "proxmox-sim-address", "127.0.0.1:8006", "Address of the simulated Proxmox VE API the sample HypervisorCluster pve-sim uses; empty runs no simulator.")
 	fs.IntVar(&o.DemoClaims, "demo-claims", 3, "MachineClaims to add to the samples' on the simulated Proxmox.")
 	fs.StringVar(&o.GitHubAddr, "github-sim-address", "127.0.0.1:8090", "Address of the simulated GitHub (REST API, runners, jobs, webhooks) that the sample RunnerPool demo-runners uses; empty runs none. Needs --kubevirt-sim.")
+	fs.StringVar(&o.SPIREAddr, "spire-address", "127.0.0.1:18081", "Address (on 127.0.0.1) of the SPIRE server the sandbox runs with the GitHub simulator; the sample runner template's machines attest to it with join tokens. Needs the binaries of `make spire` (or HYPERFLEET_SPIRE_DIR).")
 	fs.StringVar(&webhookAddr, "webhook-bind-address", "127.0.0.1:9443", "Address of the manager's GitHub webhook receiver.")
 	fs.BoolVar(&o.KubeVirt, "kubevirt-sim", true, "Run the KubeVirt simulator (VirtualMachine CRDs and a stand-in for virt-controller and virt-handler) for Cyberdesks and kubevirt clusters.")
 	logOpts.BindFlags(fs, "console")

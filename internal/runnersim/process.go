@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"syscall"
+	"time"
 
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
@@ -74,6 +76,11 @@ func (p *Process) run(ctx context.Context, cfg runnerpool.BootstrapConfig, mc *s
 		args = append(args, "--attestation", att, "--spire-agent", p.SPIREAgent, "--spire-agent-dir", p.AgentDir)
 	}
 	cmd := exec.CommandContext(ctx, p.Agent, args...) //nolint:gosec // the test's own binary
+	// When ctx ends the machine shuts down: SIGTERM, on which the agent
+	// stops its spire-agent (in a process group of its own, which a SIGKILL
+	// of the agent would leave running); SIGKILL only if it hangs.
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
 	cmd.Env = p.Env
 	if p.Console != nil {
 		cmd.Stdout, cmd.Stderr = p.Console, p.Console

@@ -53,6 +53,8 @@ type Agents struct {
 	// runner's name, or "" once the machine is gone.
 	started map[string]string
 	errs    []error
+	// running counts the scan loop and the agents, for Wait.
+	running sync.WaitGroup
 }
 
 // Start looks for Ready runner machines until ctx ends.
@@ -61,7 +63,7 @@ func (a *Agents) Start(ctx context.Context) {
 		a.Interval = 200 * time.Millisecond
 	}
 	a.started = map[string]string{}
-	go func() {
+	a.running.Go(func() {
 		t := time.NewTicker(a.Interval)
 		defer t.Stop()
 		for {
@@ -72,8 +74,12 @@ func (a *Agents) Start(ctx context.Context) {
 				a.scan(ctx)
 			}
 		}
-	}()
+	})
 }
+
+// Wait returns once ctx of Start has ended and every agent with it: an
+// agent's process (Process) has exited, and its spire-agent with it.
+func (a *Agents) Wait() { a.running.Wait() }
 
 // Errors are what agents could not do (a missing Secret, a refused token).
 func (a *Agents) Errors() []error {
@@ -117,7 +123,7 @@ func (a *Agents) scan(ctx context.Context) {
 		}
 		a.mu.Unlock()
 		if !seen {
-			go a.run(ctx, &c)
+			a.running.Go(func() { a.run(ctx, &c) })
 		}
 	}
 	a.mu.Lock()

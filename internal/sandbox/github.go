@@ -68,11 +68,27 @@ func githubSecrets(sim *githubsim.Server) []client.Object {
 	}
 }
 
-// startAgents plays the bootstrap agent inside every runner VM.
-func startAgents(ctx context.Context, c client.Client, gh *githubsim.Server, kv *kubevirtsim.Simulator, namespace string) {
-	agents := &runnersim.Agents{Client: c, GitHub: gh, Namespace: namespace, Log: ctrl.LoggerFrom(ctx).WithName("runner-agents"),
+// startAgents plays the bootstrap agent inside every runner VM: with rig,
+// the real one as a process (attesting through a spire-agent when the
+// template asks), else the in-process stand-in. Wait on the result for the
+// agents' processes to end once ctx has.
+func startAgents(ctx context.Context, c client.Client, gh *githubsim.Server, kv *kubevirtsim.Simulator, namespace string, rig *attestationRig) *runnersim.Agents {
+	log := ctrl.LoggerFrom(ctx).WithName("runner-agents")
+	agents := &runnersim.Agents{Client: c, GitHub: gh, Namespace: namespace, Log: log,
 		PowerOff: func(_ context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
 			return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
 		}}
+	if rig != nil {
+		agents.Process = func(claim *hypervisorv1alpha1.MachineClaim) *runnersim.Process {
+			p, err := rig.process(claim)
+			if err != nil {
+				// The stand-in then reports that it cannot attest.
+				log.Error(err, "Preparing the simulated VM for the real agent failed", "claim", claim.Name)
+				return nil
+			}
+			return p
+		}
+	}
 	agents.Start(ctx)
+	return agents
 }

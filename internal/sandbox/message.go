@@ -13,6 +13,7 @@ type running struct {
 	took                  time.Duration
 	nodes                 int // KWOK's simulated nodes; 0 without the scheduler and controller-manager
 	proxmoxURL, githubURL string
+	spireAddr             string
 	kubevirt              bool
 	samples, claims       int
 }
@@ -36,6 +37,9 @@ func (r running) print(out io.Writer) {
 	}
 	if r.githubURL != "" {
 		say("  GitHub      simulator at %s (repository %s)", r.githubURL, SandboxRepository)
+	}
+	if r.spireAddr != "" {
+		say("  SPIRE       server at %s (trust domain %s): demo-runners' machines attest with join tokens", r.spireAddr, SandboxTrustDomain)
 	}
 	say("  manager     in-process, leader election in namespace %s", o.Manager.OperatorNamespace)
 	ns := ""

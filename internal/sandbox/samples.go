@@ -19,6 +19,8 @@ import (
 const (
 	sampleProxmoxEndpoint = "https://127.0.0.1:8006/api2/json"
 	sampleGitHubAPIURL    = "http://127.0.0.1:8090/"
+	// sampleSPIREAddress is `hyperfleet dev`'s default --spire-address.
+	sampleSPIREAddress = "127.0.0.1:18081"
 )
 
 // sampleProxmoxTemplate is the sample template the demo claims use.
@@ -26,7 +28,7 @@ const sampleProxmoxTemplate = "ubuntu-sim"
 
 // simulatorURLs are where the running simulators listen; empty for one not running.
 type simulatorURLs struct {
-	proxmox, github string
+	proxmox, github, spire string
 }
 
 // applySamples applies samples/ into namespace, pointed at the simulators,
@@ -65,6 +67,8 @@ func pointAtSimulators(o *unstructured.Unstructured, urls simulatorURLs) error {
 		path, sample, actual = []string{"spec", "endpoint"}, sampleProxmoxEndpoint, urls.proxmox
 	case "RunnerPool":
 		path, sample, actual = []string{"spec", "github", "apiURL"}, sampleGitHubAPIURL, urls.github
+	case "HypervisorMachineTemplate":
+		path, sample, actual = []string{"spec", "attestation", "spire", "serverAddress"}, sampleSPIREAddress, urls.spire
 	default:
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -62,6 +63,10 @@ type Options struct {
 	// demo-runners points at listens (needs KubeVirt, where its runners
 	// run); empty skips it.
 	GitHubAddr string
+	// SPIREAddr is where the SPIRE server the demo runner pool's machines
+	// attest to listens (127.0.0.1:port; the sample template names
+	// `hyperfleet dev`'s default); it runs with the GitHub simulator.
+	SPIREAddr string
 
 	// NoCluster leaves out the scheduler, the controller-manager and KWOK's
 	// simulated nodes (internal/testcluster): Pods then stay Pending.
@@ -148,6 +153,20 @@ func Run(ctx context.Context, o Options) error {
 	case o.GitHubAddr != "" && kv == nil:
 		say("==> Not starting the GitHub simulator: its runners run on KubeVirt (--kubevirt-sim)")
 	case o.GitHubAddr != "":
+		say("==> Starting a SPIRE server for the demo runner pool's machines, which attest with join tokens")
+		rig, err := startAttestation(ctx, o.SPIREAddr, say)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			say("==> Stopping the SPIRE server")
+			rig.stop()
+		}()
+		up.spireAddr = rig.server.Address()
+		o.Manager.Attestation.AdminSocket, o.Manager.Attestation.TrustDomain = rig.server.SocketPath, SandboxTrustDomain
+		o.Manager.Attestation.EndpointAddr, o.Manager.Attestation.EndpointURL = rig.endpointAddr, "https://"+rig.endpointAddr
+		// The bootstrap agent runs as this process's user, not root.
+		o.Manager.Attestation.Selectors = []string{fmt.Sprintf("unix:uid:%d", os.Getuid())}
 		gh, err := startGitHub(ctx, c, o)
 		if err != nil {
 			return err
@@ -155,7 +174,13 @@ func Run(ctx context.Context, o Options) error {
 		defer gh.Close()
 		up.githubURL = gh.URL()
 		secrets = append(secrets, githubSecrets(gh)...)
-		startAgents(ctx, c, gh, kv, o.SamplesNamespace)
+		agents := startAgents(ctx, c, gh, kv, o.SamplesNamespace, rig)
+		// Before the SPIRE server stops: the runner VMs shut down (their
+		// bootstrap agents stop their spire-agents) once ctx has ended.
+		defer func() {
+			say("==> Stopping the simulated runner VMs (their bootstrap agents and spire-agents)")
+			agents.Wait()
+		}()
 		say("==> GitHub simulator at %s (repository %s, webhooks to %s)", gh.URL(), SandboxRepository, o.Manager.Runners.WebhookAddr)
 	}
 
@@ -166,7 +191,7 @@ func Run(ctx context.Context, o Options) error {
 	}
 
 	if o.SamplesNamespace != "" {
-		if up.samples, up.claims, err = applyAll(ctx, c, o, secrets, simulatorURLs{proxmox: up.proxmoxURL, github: up.githubURL}); err != nil {
+		if up.samples, up.claims, err = applyAll(ctx, c, o, secrets, simulatorURLs{proxmox: up.proxmoxURL, github: up.githubURL, spire: up.spireAddr}); err != nil {
 			return err
 		}
 		say("==> Applied %d sample objects and %d demo MachineClaims into namespace %s", up.samples, up.claims, o.SamplesNamespace)

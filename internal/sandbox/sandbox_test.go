@@ -3,16 +3,21 @@ package sandbox_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +31,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/sandbox"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/internal/testcluster"
+	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
@@ -51,7 +57,9 @@ func (s *syncBuffer) String() string {
 // The README's promise: `hyperfleet dev` says what it runs, answers kubectl
 // through the kubeconfig it prints, every sample (pointed at the simulators)
 // and demo claim turns Ready, the nodes and the Performers' endpoints are
-// there, a queued GitHub job is run, and Ctrl-C stops it all cleanly.
+// there, queued GitHub jobs are run by runners that attested through a
+// real spire-agent to the sandbox's SPIRE server before they had their JIT
+// config, and Ctrl-C stops it all cleanly, SPIRE included.
 func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -61,7 +69,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	kvFast := kubevirtsim.DefaultLatencies()
 	// Free ports, never the defaults the samples name, so the test also
 	// shows the sandbox points the samples at wherever the simulators listen.
-	pveAddr, ghAddr, hookAddr := freeAddr(t), freeAddr(t), freeAddr(t)
+	pveAddr, ghAddr, hookAddr, spireAddr := freeAddr(t), freeAddr(t), freeAddr(t), freeAddr(t)
 	const ns = "samples"
 	opts := sandbox.Options{
 		StateDir:         t.TempDir(),
@@ -80,6 +88,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		KubeVirt:          true,
 		KubeVirtLatencies: &kvFast,
 		GitHubAddr:        ghAddr,
+		SPIREAddr:         spireAddr,
 	}
 	opts.Manager.Runners.WebhookAddr = hookAddr
 	done := make(chan error, 1)
@@ -98,6 +107,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		fmt.Sprintf("KWOK runs %d nodes", len(testcluster.Nodes())),
 		"Proxmox VE  simulator at https://" + pveAddr,
 		"GitHub      simulator at http://" + ghAddr,
+		"SPIRE       server at " + spireAddr + " (trust domain " + sandbox.SandboxTrustDomain + ")",
 		"KubeVirt    simulator",
 		"2 demo MachineClaims in namespace " + ns,
 		"kubectl get hvc,hmt,mc,rp,cd,perf,hge -A",
@@ -163,26 +173,68 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-runners"}, pool)
 		return err == nil && pool.Status.IdleReplicas >= 1, fmt.Sprintf("the sample RunnerPool has no idle runner: %v %+v", err, pool.Status)
 	})
-	var enqueueOut bytes.Buffer
-	res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
-		strings.NewReader(`{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`))
-	if err != nil {
-		t.Fatal(err)
+	// Jobs as `hyperfleet enqueue-jobs --count 3` queues them: more than the
+	// idle runner, so the pool scales up and new machines attest too.
+	const jobs = 3
+	for range jobs {
+		var enqueueOut bytes.Buffer
+		res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
+			strings.NewReader(`{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = enqueueOut.ReadFrom(res.Body)
+		_ = res.Body.Close()
+		if res.StatusCode/100 != 2 {
+			t.Fatalf("queueing a job: %d %s", res.StatusCode, enqueueOut.String())
+		}
 	}
-	_, _ = enqueueOut.ReadFrom(res.Body)
-	_ = res.Body.Close()
-	if res.StatusCode/100 != 2 {
-		t.Fatalf("queueing a job: %d %s", res.StatusCode, enqueueOut.String())
-	}
-	eventually.True(t, 90*time.Second, "the queued job was not completed by a sample runner", func() bool {
+	var done3 []githubsim.Job
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
 		res, err := http.Get("http://" + ghAddr + "/_sim/jobs")
 		if err != nil {
-			return false
+			return false, err.Error()
 		}
-		body, _ := io.ReadAll(res.Body)
-		_ = res.Body.Close()
-		return strings.Contains(string(body), `"status":"completed"`)
+		defer func() { _ = res.Body.Close() }()
+		var all []githubsim.Job
+		if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
+			return false, err.Error()
+		}
+		done3 = done3[:0]
+		for _, j := range all {
+			if j.Status == "completed" && j.Conclusion == "success" {
+				done3 = append(done3, j)
+			}
+		}
+		return len(done3) == jobs, fmt.Sprintf("the sample runners completed %d of %d jobs: %+v", len(done3), jobs, all)
 	})
+	// Every runner that ran one attested through its spire-agent before it
+	// had its JIT config: the credential endpoint handed it out (the
+	// samples' user data carries a join token, never a JIT config).
+	for _, j := range done3 {
+		eventually.That(t, 30*time.Second, func() (bool, string) {
+			var events corev1.EventList
+			if err := c.List(ctx, &events, client.InNamespace(ns)); err != nil {
+				return false, err.Error()
+			}
+			for _, e := range events.Items {
+				if e.Reason == "CredentialsReleased" && e.InvolvedObject.Kind == "MachineClaim" && e.InvolvedObject.Name == j.RunnerName {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("no CredentialsReleased event for the runner claim %s, which ran job %d", j.RunnerName, j.ID)
+		})
+	}
+	// Where the sandbox keeps the SPIRE server's and the agents' files:
+	// /tmp/hfdevNNN/spire/api.sock.
+	m := regexp.MustCompile(`admin socket (\S+)\)`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("the start message names no SPIRE admin socket:\n%s", out.String())
+	}
+	spireBase := filepath.Dir(filepath.Dir(m[1]))
+	if len(processesUnder(t, spireBase)) == 0 {
+		t.Fatalf("no process runs from %s while the sandbox is up: the check after shutdown would prove nothing", spireBase)
+	}
 
 	cancel()
 	select {
@@ -199,6 +251,44 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	if !strings.Contains(out.String(), "Stopping kube-apiserver and etcd") {
 		t.Errorf("no shutdown message:\n%s", out.String())
 	}
+	// The SPIRE server and every runner's bootstrap agent and spire-agent
+	// have exited, and their files are gone.
+	if ps := processesUnder(t, spireBase); len(ps) > 0 {
+		t.Errorf("processes of the sandbox's SPIRE outlived it: %v", ps)
+	}
+	if _, err := os.Stat(spireBase); !os.IsNotExist(err) {
+		t.Errorf("the sandbox left %s behind (%v)", spireBase, err)
+	}
+	if conn, err := net.Dial("tcp", spireAddr); err == nil {
+		_ = conn.Close()
+		t.Errorf("something still listens on the SPIRE server's address %s", spireAddr)
+	}
+}
+
+// processesUnder lists the processes whose command line names a path under
+// dir (the SPIRE server's -config, a spire-agent's, a bootstrap agent's
+// binary), as "pid: command line".
+func processesUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil {
+			continue // exited meanwhile
+		}
+		args := strings.ReplaceAll(string(cmdline), "\x00", " ")
+		if strings.Contains(args, dir+"/") {
+			out = append(out, e.Name()+": "+args)
+		}
+	}
+	return out
 }
 
 func freeAddr(t *testing.T) string {
