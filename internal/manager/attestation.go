@@ -129,7 +129,7 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 		return reg, nil
 	}
 	reg.EndpointURL, reg.EndpointTrustDomain = strings.TrimSuffix(ao.EndpointURL, "/"), ao.TrustDomain
-	ep := &attestation.Endpoint{Registry: reg, Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Credentials: creds,
+	ep := &attestation.Endpoint{Installation: o.InstallationID, Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Credentials: creds,
 		Recorder: mgr.GetEventRecorder("credential-endpoint")}
 	if o.MachineClaimClock != nil {
 		// The claims' deadlines and the endpoint's are told by one clock.

@@ -63,7 +63,8 @@ const maxBody = 4 << 10
 // serves it: the hand-out is recorded in the claim's status with an
 // optimistic lock, so two replicas (or two requests) never both hand out.
 type Endpoint struct {
-	Registry *Registry
+	// Installation is the only installation whose machines it serves.
+	Installation string
 	// Reader reads claims and templates past the cache (the manager's API
 	// reader): a decision must see the latest status, never a stale one.
 	Reader      client.Reader
@@ -128,7 +129,7 @@ func peerID(state *tls.ConnectionState) string {
 // answer decides a request. It reads the claim fresh each time and writes
 // only to record a hand-out, so a refused request changes nothing.
 func (e *Endpoint) answer(ctx context.Context, method, path, peer string, body []byte) answer {
-	m, refused := decodeRequest(method, path, peer, body, e.Registry.Installation)
+	m, refused := decodeRequest(method, path, peer, body, e.Installation)
 	if refused != nil {
 		return *refused
 	}

@@ -1,6 +1,7 @@
 package attestation
 
 import (
+	"cmp"
 	"context"
 	"maps"
 	"slices"
@@ -78,7 +79,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (int, error) {
 	for _, server := range servers {
 		entries, err := server.ListEntries(ctx)
 		if err != nil {
-			firstErr = cmpErr(firstErr, err)
+			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
 		for _, e := range entries {
@@ -101,7 +102,7 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (int, error) {
 		}
 		o := orphans[id]
 		if err := o.server.ForgetMachine(ctx, o.machine); err != nil {
-			firstErr = cmpErr(firstErr, err)
+			firstErr = cmp.Or(firstErr, err)
 			continue
 		}
 		delete(s.seen, id)
@@ -118,11 +119,4 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (int, error) {
 type orphan struct {
 	machine spire.MachineID
 	server  spire.Server
-}
-
-func cmpErr(first, err error) error {
-	if first != nil {
-		return first
-	}
-	return err
 }

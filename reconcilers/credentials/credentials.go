@@ -9,6 +9,7 @@ import (
 	"container/list"
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -189,4 +190,33 @@ func (r *Reader) now() time.Time {
 		return time.Now()
 	}
 	return r.Clock.Now()
+}
+
+// Key reads the key a KeyReference names: a ConfigMap's (read past the
+// cache, which holds only the operator's own) or a labelled Secret's. field
+// names the reference for messages (spec.tls.caBundleRef); reason is the
+// Permanent error's when the object or the key is missing or empty.
+func (r *Reader) Key(ctx context.Context, namespace string, ref *meta.KeyReference, field, reason string) ([]byte, error) {
+	key := types.NamespacedName{Namespace: namespace, Name: ref.Name}
+	if ref.Kind == meta.ConfigMapKind {
+		cm := &corev1.ConfigMap{}
+		if err := r.Reader.Get(ctx, key, cm); err != nil {
+			if apierrors.IsNotFound(err) {
+				return nil, providers.Permanent(reason, fmt.Sprintf("ConfigMap %s (%s) not found", key, field), nil)
+			}
+			return nil, providers.Transient(strings.TrimSuffix(reason, "NotFound")+"Unreadable", 0, err)
+		}
+		if v, ok := cm.Data[ref.Key]; ok && v != "" {
+			return []byte(v), nil
+		}
+		return nil, providers.Permanent(reason, fmt.Sprintf("ConfigMap %s has no key %q, or it is empty (%s.key)", key, ref.Key, field), nil)
+	}
+	secret, err := r.Secret(ctx, key, field)
+	if err != nil {
+		return nil, err
+	}
+	if v := secret.Data[ref.Key]; len(v) > 0 {
+		return v, nil
+	}
+	return nil, providers.Permanent(reason, fmt.Sprintf("Secret %s has no key %q, or it is empty (%s.key)", key, ref.Key, field), nil)
 }

@@ -14,8 +14,6 @@ import (
 	"sort"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,7 +44,8 @@ type Registry struct {
 	// Credentials reads the clusters' credentials Secrets and Secret CA
 	// bundles; its short reuse is what lets a rotation take effect.
 	Credentials *credentials.Reader
-	// APIReader reads ConfigMap CA bundles, uncached.
+	// APIReader reads past the cache: what template checks read (KubeVirt
+	// templates held in ConfigMaps).
 	APIReader client.Reader
 	Factories map[hypervisorv1alpha1.ProviderType]Factory
 
@@ -140,37 +139,13 @@ func (r *Registry) credentials(ctx context.Context, cluster *hypervisorv1alpha1.
 		creds.Data = secret.Data
 	}
 	if cluster.Spec.TLS != nil && cluster.Spec.TLS.CABundleRef != nil {
-		ca, err := r.caBundle(ctx, cluster.Namespace, cluster.Spec.TLS.CABundleRef)
+		ca, err := r.Credentials.Key(ctx, cluster.Namespace, cluster.Spec.TLS.CABundleRef, "spec.tls.caBundleRef", "CABundleNotFound")
 		if err != nil {
 			return creds, err
 		}
 		creds.CA = ca
 	}
 	return creds, nil
-}
-
-func (r *Registry) caBundle(ctx context.Context, namespace string, ref *meta.KeyReference) ([]byte, error) {
-	if ref.Kind == meta.ConfigMapKind {
-		cm := &corev1.ConfigMap{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, cm); err != nil {
-			if apierrors.IsNotFound(err) {
-				return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s (spec.tls.caBundleRef) not found", namespace, ref.Name), nil)
-			}
-			return nil, providers.Transient("CABundleUnreadable", 0, err)
-		}
-		if v, ok := cm.Data[ref.Key]; ok && v != "" {
-			return []byte(v), nil
-		}
-		return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("ConfigMap %s/%s has no key %q, or it is empty (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
-	}
-	secret, err := r.Credentials.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, "spec.tls.caBundleRef")
-	if err != nil {
-		return nil, err
-	}
-	if v := secret.Data[ref.Key]; len(v) > 0 {
-		return v, nil
-	}
-	return nil, providers.Permanent("CABundleNotFound", fmt.Sprintf("Secret %s/%s has no key %q, or it is empty (spec.tls.caBundleRef.key)", namespace, ref.Name, ref.Key), nil)
 }
 
 // fingerprint hashes what a provider is built from. The hash never leaves

@@ -16,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
@@ -207,24 +206,7 @@ func (r *Reconciler) trustBundle(ctx context.Context, namespace string, cfg *hyp
 	if ref == nil {
 		return server.TrustBundle(ctx)
 	}
-	var v []byte
-	if ref.Kind == meta.ConfigMapKind {
-		cm := &corev1.ConfigMap{}
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, cm); err != nil {
-			return nil, providers.Permanent("TrustBundleNotFound", fmt.Sprintf("ConfigMap %s (spec.attestation.spire.trustBundleRef): %v", ref.Name, err), nil)
-		}
-		v = []byte(cm.Data[ref.Key])
-	} else {
-		secret, err := r.Credentials.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, "spec.attestation.spire.trustBundleRef")
-		if err != nil {
-			return nil, err
-		}
-		v = secret.Data[ref.Key]
-	}
-	if len(v) == 0 {
-		return nil, providers.Permanent("TrustBundleNotFound", fmt.Sprintf("%s %s has no key %q, or it is empty (spec.attestation.spire.trustBundleRef)", ref.Kind, ref.Name, ref.Key), nil)
-	}
-	return v, nil
+	return r.Credentials.Key(ctx, namespace, ref, "spec.attestation.spire.trustBundleRef", "TrustBundleNotFound")
 }
 
 // spireError: SPIRE down or slow, the claim waits with a condition and
