@@ -26,8 +26,12 @@ controlplane: ## Build (or reuse) kube-apiserver, etcd, kube-scheduler, kube-con
 	hack/controlplane.sh --cluster
 
 .PHONY: spire
-spire: ## Build (or reuse) spire-server and spire-agent under bin/spire/, for providers/spire's tests.
+spire: swtpm ## Build (or reuse) spire-server and spire-agent under bin/spire/, for providers/spire's tests.
 	hack/spire.sh
+
+.PHONY: swtpm
+swtpm: ## Install Debian's swtpm and tpm2-tools (pinned), the software TPMs TPM attestation is tested and demonstrated on.
+	hack/swtpm.sh
 
 ##@ Generate
 .PHONY: generate

@@ -112,7 +112,7 @@ func startAttestation(ctx context.Context, addr string, say func(string, ...any)
 		return nil, err
 	}
 	started := time.Now()
-	if r.server, err = spirelocal.Start(bin, spireDir, SandboxTrustDomain, port); err != nil {
+	if r.server, err = spirelocal.Start(bin, spireDir, SandboxTrustDomain, port, nil); err != nil {
 		return nil, err
 	}
 	say("==> SPIRE server at %s (trust domain %s, admin socket %s) up in %s", r.server.Address(), SandboxTrustDomain, r.server.SocketPath, time.Since(started).Round(100*time.Millisecond))

@@ -143,24 +143,29 @@ func (c *Client) CreateEntry(ctx context.Context, spec EntrySpec) (Entry, error)
 	for _, s := range spec.Selectors {
 		e.Selectors = append(e.Selectors, &types.Selector{Type: s.Type, Value: s.Value})
 	}
+	return c.createEntry(ctx, e, "create entry "+spec.SPIFFEID)
+}
+
+// createEntry creates e, what naming it in errors. The server answers
+// AlreadyExists with the existing entry: that is the idempotent success a
+// retried create needs.
+func (c *Client) createEntry(ctx context.Context, e *types.Entry, what string) (Entry, error) {
 	resp, err := c.entries.BatchCreateEntry(ctx, &entryv1.BatchCreateEntryRequest{Entries: []*types.Entry{e}})
 	if err != nil {
-		return Entry{}, apiError("create entry "+spec.SPIFFEID, err)
+		return Entry{}, apiError(what, err)
 	}
 	if len(resp.GetResults()) != 1 {
-		return Entry{}, fmt.Errorf("spire: create entry %s: %d results for one entry", spec.SPIFFEID, len(resp.GetResults()))
+		return Entry{}, fmt.Errorf("spire: %s: %d results for one entry", what, len(resp.GetResults()))
 	}
 	r := resp.GetResults()[0]
-	// The server answers AlreadyExists with the existing entry: that is the
-	// idempotent success a retried create needs.
 	switch code := statusCode(r.GetStatus()); code {
 	case codes.OK, codes.AlreadyExists:
 		if r.GetEntry().GetId() == "" {
-			return Entry{}, fmt.Errorf("spire: create entry %s: %s without the entry", spec.SPIFFEID, code)
+			return Entry{}, fmt.Errorf("spire: %s: %s without the entry", what, code)
 		}
 		return c.entry(r.GetEntry()), nil
 	default:
-		return Entry{}, apiError("create entry "+spec.SPIFFEID, status.Error(code, r.GetStatus().GetMessage()))
+		return Entry{}, apiError(what, status.Error(code, r.GetStatus().GetMessage()))
 	}
 }
 
@@ -217,42 +222,72 @@ func (c *Client) eachEntry(ctx context.Context, filter *entryv1.ListEntriesReque
 
 func (c *Client) ListAgents(ctx context.Context) ([]Agent, error) {
 	// An agent carries no mark of its own; it belongs to the installation
-	// through the node alias its join token made (parent: the agent).
+	// through a node alias: a join token's (parent: the agent), or a TPM
+	// alias (parent: the server) that selects it by its DevID.
 	aliases := map[string]MachineID{}
+	tpm := map[string]MachineID{}
 	if err := c.eachEntry(ctx, nil, func(e *types.Entry) {
 		if m, ok := c.alias(e); ok {
 			aliases[spiffeID(e.GetParentId())] = m
+		} else if m, cn, ok := c.tpmAlias(e); ok {
+			tpm[cn] = m
 		}
 	}); err != nil {
 		return nil, err
 	}
 	var out []Agent
-	token := ""
-	for {
-		resp, err := c.agents.ListAgents(ctx, &agentv1.ListAgentsRequest{
-			Filter:    &agentv1.ListAgentsRequest_Filter{ByAttestationType: "join_token"},
-			PageSize:  pageSize,
-			PageToken: token,
-		})
-		if err != nil {
-			return nil, apiError("list agents", err)
+	add := func(a *types.Agent, m MachineID) {
+		out = append(out, Agent{ID: spiffeID(a.GetId()), Machine: m, ExpiresAt: time.Unix(a.GetX509SvidExpiresAt(), 0), Banned: a.GetBanned()})
+	}
+	if err := c.eachAgent(ctx, &agentv1.ListAgentsRequest_Filter{ByAttestationType: "join_token"}, func(a *types.Agent) {
+		if m, ok := aliases[spiffeID(a.GetId())]; ok {
+			add(a, m)
 		}
-		for _, a := range resp.GetAgents() {
-			id := spiffeID(a.GetId())
-			if m, ok := aliases[id]; ok {
-				out = append(out, Agent{ID: id, Machine: m, ExpiresAt: time.Unix(a.GetX509SvidExpiresAt(), 0), Banned: a.GetBanned()})
+	}); err != nil {
+		return nil, err
+	}
+	if len(tpm) == 0 {
+		return out, nil
+	}
+	if err := c.eachAgent(ctx, &agentv1.ListAgentsRequest_Filter{ByAttestationType: TPMSelectorType}, func(a *types.Agent) {
+		for _, s := range a.GetSelectors() {
+			if cn, ok := strings.CutPrefix(s.GetValue(), subjectCNPrefix); ok && s.GetType() == TPMSelectorType {
+				if m, ok := tpm[cn]; ok {
+					add(a, m)
+					return
+				}
 			}
 		}
+	}); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// eachAgent calls f with every agent filter selects, page by page.
+func (c *Client) eachAgent(ctx context.Context, filter *agentv1.ListAgentsRequest_Filter, f func(*types.Agent)) error {
+	token := ""
+	for {
+		resp, err := c.agents.ListAgents(ctx, &agentv1.ListAgentsRequest{Filter: filter, PageSize: pageSize, PageToken: token})
+		if err != nil {
+			return apiError("list agents", err)
+		}
+		for _, a := range resp.GetAgents() {
+			f(a)
+		}
 		if token = resp.GetNextPageToken(); token == "" {
-			return out, nil
+			return nil
 		}
 	}
 }
 
 func (c *Client) EvictAgent(ctx context.Context, agentID string) error {
+	if fp, ok := strings.CutPrefix(agentID, "spiffe://"+c.trustDomain+tpmAgentPath); ok && fp != "" && !strings.Contains(fp, "/") {
+		return c.evictTPMAgent(ctx, &types.SPIFFEID{TrustDomain: c.trustDomain, Path: tpmAgentPath + fp})
+	}
 	rest, ok := strings.CutPrefix(agentID, "spiffe://"+c.trustDomain+joinTokenAgentPath)
 	if !ok || rest == "" || strings.Contains(rest, "/") {
-		return fmt.Errorf("%w: %q is not a join-token agent of trust domain %s", providers.ErrNotOwned, agentID, c.trustDomain)
+		return fmt.Errorf("%w: %q is neither a join-token nor a TPM agent of trust domain %s", providers.ErrNotOwned, agentID, c.trustDomain)
 	}
 	parent := &types.SPIFFEID{TrustDomain: c.trustDomain, Path: joinTokenAgentPath + rest}
 	var mine, others []string
@@ -324,6 +359,9 @@ func (c *Client) entry(e *types.Entry) Entry {
 		out.Selectors = append(out.Selectors, Selector{Type: s.GetType(), Value: s.GetValue()})
 	}
 	_, out.NodeAlias = c.alias(e)
+	if !out.NodeAlias {
+		_, _, out.NodeAlias = c.tpmAlias(e)
+	}
 	return out
 }
 
@@ -389,12 +427,20 @@ func (c *Client) ForgetMachine(ctx context.Context, machine MachineID) error {
 		}
 	}
 	agents := map[string]bool{}
+	tpm := map[string]string{} // alias entry ID → DevID subject CN
 	if err := c.eachEntry(ctx, &entryv1.ListEntriesRequest_Filter{BySpiffeId: id}, func(e *types.Entry) {
 		if _, ok := c.alias(e); ok {
 			agents[spiffeID(e.GetParentId())] = true
+		} else if _, cn, ok := c.tpmAlias(e); ok {
+			tpm[e.GetId()] = cn
 		}
 	}); err != nil {
 		return err
+	}
+	for eid, cn := range tpm {
+		if err := c.forgetTPMAlias(ctx, eid, cn); err != nil {
+			return err
+		}
 	}
 	// EvictAgent deletes the agent and its aliases; an alias whose token was
 	// never used has no agent, and goes the same way.

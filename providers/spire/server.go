@@ -18,6 +18,12 @@ type Server interface {
 	// new token; an unused one expires with its TTL.
 	CreateJoinToken(ctx context.Context, machine MachineID, ttl time.Duration) (JoinToken, error)
 
+	// CreateTPMAlias binds machine to the agent that attests with SPIRE's
+	// tpm_devid node attestor and a DevID certificate of subject CN
+	// commonName (the claim's UID): a node alias on the server's ID that
+	// selects that agent. Creating one that exists returns it.
+	CreateTPMAlias(ctx context.Context, machine MachineID, commonName string) (Entry, error)
+
 	// CreateEntry registers a workload. Creating an entry that already
 	// exists (same SPIFFE ID, parent and selectors) returns the existing one.
 	// The SPIFFE ID must be under the installation's prefix.
@@ -109,13 +115,14 @@ type Entry struct {
 	// ID is the server's entry ID, for DeleteEntry.
 	ID       string
 	SPIFFEID string
-	// ParentID is the parent's SPIFFE ID. For a node alias it is the agent's
-	// ID, which holds the join token's value until the token is used: never
-	// log it.
+	// ParentID is the parent's SPIFFE ID. For a join token's node alias it
+	// is the agent's ID, which holds the token's value until the token is
+	// used: never log it. For a TPM alias it is the server's.
 	ParentID  string
 	Selectors []Selector
-	// NodeAlias marks the entry a join token made: SPIFFEID is a machine's,
-	// and ParentID the agent's that attested (or will attest) with it.
+	// NodeAlias marks a node alias: the entry a join token made (SPIFFEID
+	// is a machine's, ParentID the agent's that attested or will attest with
+	// it) or a TPM alias (CreateTPMAlias).
 	NodeAlias bool
 }
 

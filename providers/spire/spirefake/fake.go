@@ -126,6 +126,28 @@ func (c *Client) CreateJoinToken(_ context.Context, m spire.MachineID, ttl time.
 	return spire.JoinToken{Value: value, ExpiresAt: time.Unix(expiry.Unix(), 0), Machine: m}, nil
 }
 
+func (c *Client) CreateTPMAlias(_ context.Context, m spire.MachineID, commonName string) (spire.Entry, error) {
+	if err := c.own(m); err != nil {
+		return spire.Entry{}, err
+	}
+	if commonName == "" {
+		return spire.Entry{}, fmt.Errorf("%w: empty DevID subject CN", spire.ErrInvalidID)
+	}
+	c.s.mu.Lock()
+	defer c.s.mu.Unlock()
+	e := spire.Entry{SPIFFEID: m.String(), ParentID: "spiffe://" + c.s.TrustDomain + "/spire/server",
+		Selectors: []spire.Selector{spire.TPMSelector(commonName)}, NodeAlias: true}
+	for _, old := range c.s.entries {
+		if old.SPIFFEID == e.SPIFFEID && old.ParentID == e.ParentID && sameSelectors(old.Selectors, e.Selectors) {
+			return old, nil
+		}
+	}
+	c.s.nextID++
+	e.ID = fmt.Sprintf("entry-%d", c.s.nextID)
+	c.s.entries[e.ID] = e
+	return e, nil
+}
+
 func (c *Client) CreateEntry(_ context.Context, spec spire.EntrySpec) (spire.Entry, error) {
 	if err := c.own(spec.Parent); err != nil {
 		return spire.Entry{}, err

@@ -57,10 +57,18 @@ type Server struct {
 	p    *Process
 }
 
+// TPM configures the server's tpm_devid node attestor: DevIDCA and
+// EndorsementCA are PEM files, the DevID authority's certificate and the
+// TPM manufacturers' (swtpmlocal.Manufacturer.EndorsementCA).
+type TPM struct {
+	DevIDCA, EndorsementCA string
+}
+
 // Start writes a server configuration into dir (short: the admin socket's
 // path must fit in 108 bytes), starts spire-server from binDir listening on
 // 127.0.0.1:port (0: a free port) and waits until its admin socket answers.
-func Start(binDir, dir, trustDomain string, port int) (*Server, error) {
+// With tpm, agents may attest with a TPM DevID as well as a join token.
+func Start(binDir, dir, trustDomain string, port int, tpm *TPM) (*Server, error) {
 	if port == 0 {
 		var err error
 		if port, err = FreePort(); err != nil {
@@ -88,16 +96,29 @@ plugins {
   NodeAttestor "join_token" {
     plugin_data {}
   }
-  KeyManager "memory" {
+%s  KeyManager "memory" {
     plugin_data {}
   }
 }
-`, common("bind", s.Port, s.SocketPath, trustDomain, filepath.Join(dir, "data")), AdminID(trustDomain), filepath.Join(dir, "datastore.sqlite3"))
+`, common("bind", s.Port, s.SocketPath, trustDomain, filepath.Join(dir, "data")), AdminID(trustDomain), filepath.Join(dir, "datastore.sqlite3"), tpmAttestor(tpm))
 	s.conf = filepath.Join(dir, "server.conf")
 	if err := os.WriteFile(s.conf, []byte(conf), 0o600); err != nil {
 		return nil, err
 	}
 	return s, s.Restart()
+}
+
+func tpmAttestor(tpm *TPM) string {
+	if tpm == nil {
+		return ""
+	}
+	return fmt.Sprintf(`  NodeAttestor "tpm_devid" {
+    plugin_data {
+      devid_ca_path = %q
+      endorsement_ca_path = %q
+    }
+  }
+`, tpm.DevIDCA, tpm.EndorsementCA)
 }
 
 // common is the start of a server's (role "bind": where it listens) or an
@@ -161,6 +182,51 @@ plugins {
 		return nil, err
 	}
 	p, err := StartProcess(Command(s.BinDir, "spire-agent", "run", "-config", confPath), token)
+	if err != nil {
+		return nil, fmt.Errorf("start spire-agent: %w", err)
+	}
+	a.Process = p
+	return a, nil
+}
+
+// StartTPMAgent starts an agent in dir that attests to s with the DevID in
+// the TPM at tpmPath (a device or swtpm's socket): cert, pub and priv are
+// the DevID's certificate (PEM) and TPM blobs (devid.Credential).
+func (s *Server) StartTPMAgent(dir, tpmPath string, cert, pub, priv, bundle []byte) (*Agent, error) {
+	a := &Agent{SocketPath: filepath.Join(dir, "agent.sock")}
+	paths := map[string][]byte{"devid.crt": cert, "devid.pub": pub, "devid.priv": priv, "bundle.pem": bundle}
+	for name, data := range paths {
+		if err := os.WriteFile(filepath.Join(dir, name), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	conf := fmt.Sprintf(`agent {
+%s  trust_bundle_path = %q
+}
+
+plugins {
+  NodeAttestor "tpm_devid" {
+    plugin_data {
+      devid_cert_path = %q
+      devid_pub_path = %q
+      devid_priv_path = %q
+      tpm_device_path = %q
+    }
+  }
+  KeyManager "memory" {
+    plugin_data {}
+  }
+  WorkloadAttestor "unix" {
+    plugin_data {}
+  }
+}
+`, common("server", s.Port, a.SocketPath, s.TrustDomain, filepath.Join(dir, "data")), filepath.Join(dir, "bundle.pem"),
+		filepath.Join(dir, "devid.crt"), filepath.Join(dir, "devid.pub"), filepath.Join(dir, "devid.priv"), tpmPath)
+	confPath := filepath.Join(dir, "agent.conf")
+	if err := os.WriteFile(confPath, []byte(conf), 0o600); err != nil {
+		return nil, err
+	}
+	p, err := StartProcess(Command(s.BinDir, "spire-agent", "run", "-config", confPath), "")
 	if err != nil {
 		return nil, fmt.Errorf("start spire-agent: %w", err)
 	}

@@ -48,6 +48,11 @@ type Server struct {
 // admin socket answers; the test's cleanup stops it.
 func StartServer(t testing.TB, trustDomain string) *Server {
 	t.Helper()
+	return startServer(t, trustDomain, nil)
+}
+
+func startServer(t testing.TB, trustDomain string, tpm func(dir string) *spirelocal.TPM) *Server {
+	t.Helper()
 	bin := Dir(t)
 	// A short directory of our own: a Unix socket path must fit in 108 bytes,
 	// and t.TempDir's can be longer under deep test names.
@@ -56,7 +61,11 @@ func StartServer(t testing.TB, trustDomain string) *Server {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	s, err := spirelocal.Start(bin, dir, trustDomain, 0)
+	var tpmConf *spirelocal.TPM
+	if tpm != nil {
+		tpmConf = tpm(dir)
+	}
+	s, err := spirelocal.Start(bin, dir, trustDomain, 0, tpmConf)
 	if err != nil {
 		t.Fatal(err)
 	}
