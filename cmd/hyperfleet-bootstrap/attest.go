@@ -22,6 +22,7 @@ import (
 	"github.com/spiffe/go-spiffe/v2/workloadapi"
 
 	"github.com/hyperfleet/hyperfleet/providers/spire"
+	"github.com/hyperfleet/hyperfleet/providers/spire/devid"
 )
 
 // Defaults of the attestation flags.
@@ -29,6 +30,9 @@ const (
 	defaultSPIREAgent    = "/opt/spire/bin/spire-agent"
 	defaultSPIREAgentDir = "/run/hyperfleet/spire"
 	defaultAttestTimeout = 5 * time.Minute
+	// defaultTPMDevice is the kernel's TPM resource manager: spire-agent
+	// shares the TPM with whatever else uses it.
+	defaultTPMDevice = "/dev/tpmrm0"
 	// maxSocketPath: a Unix socket's path must fit in sun_path (108 bytes
 	// on Linux, the terminating NUL included).
 	maxSocketPath = 107
@@ -37,16 +41,18 @@ const (
 // attestOptions say where the machine's attestation configuration is and
 // how to run its SPIRE agent.
 type attestOptions struct {
-	config   string
-	agentBin string
-	agentDir string
-	timeout  time.Duration
+	config    string
+	agentBin  string
+	agentDir  string
+	tpmDevice string
+	timeout   time.Duration
 }
 
 func (o *attestOptions) register(fs *flag.FlagSet) {
 	fs.StringVar(&o.config, "attestation", "", "Attestation configuration written by cloud-init (spire.MachineConfig); when the file does not exist the machine does not attest. Default: $HYPERFLEET_ATTESTATION_CONFIG, else "+spire.MachineConfigPath+".")
 	fs.StringVar(&o.agentBin, "spire-agent", "", "The spire-agent binary. Default: $HYPERFLEET_SPIRE_AGENT, else "+defaultSPIREAgent+".")
 	fs.StringVar(&o.agentDir, "spire-agent-dir", "", "Directory for the agent's configuration, data and Workload API socket (made root-only). Default: $HYPERFLEET_SPIRE_AGENT_DIR, else "+defaultSPIREAgentDir+".")
+	fs.StringVar(&o.tpmDevice, "tpm-device", "", "The machine's TPM, for method tpm: a device, or a software TPM's Unix socket. Default: $HYPERFLEET_TPM_DEVICE, else "+defaultTPMDevice+".")
 	fs.DurationVar(&o.timeout, "attest-timeout", defaultAttestTimeout, "How long attesting and fetching the credentials may take, from the agent's start.")
 }
 
@@ -60,6 +66,7 @@ func (o *attestOptions) fill(getenv func(string) string) {
 		{&o.config, "HYPERFLEET_ATTESTATION_CONFIG", spire.MachineConfigPath},
 		{&o.agentBin, "HYPERFLEET_SPIRE_AGENT", defaultSPIREAgent},
 		{&o.agentDir, "HYPERFLEET_SPIRE_AGENT_DIR", defaultSPIREAgentDir},
+		{&o.tpmDevice, "HYPERFLEET_TPM_DEVICE", defaultTPMDevice},
 	} {
 		if *f.v == "" {
 			*f.v = getenv(f.env)
@@ -118,8 +125,19 @@ func parseMachineConfig(data []byte) (machineConfig, error) {
 		return c, fmt.Errorf("the attestation configuration: %w", err)
 	}
 	var errs []error
-	if strings.TrimSpace(c.JoinToken) == "" {
-		errs = append(errs, errors.New("joinToken is required"))
+	switch c.Method {
+	case "", spire.MethodJoinToken:
+		if strings.TrimSpace(c.JoinToken) == "" {
+			errs = append(errs, errors.New("joinToken is required"))
+		}
+	case spire.MethodTPM:
+		if c.JoinToken != "" {
+			// A token beside a TPM would let whoever reads it attest
+			// without the TPM: refuse rather than ignore it.
+			errs = append(errs, errors.New("joinToken must be empty with method tpm"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("method %q is neither %s nor %s", c.Method, spire.MethodJoinToken, spire.MethodTPM))
 	}
 	var err error
 	if c.host, c.port, err = splitServerAddress(c.ServerAddress); err != nil {
@@ -201,6 +219,7 @@ func lowerOrDigit(r rune) bool { return r >= 'a' && r <= 'z' || r >= '0' && r <=
 // agentFiles are the paths of one agent run under --spire-agent-dir.
 type agentFiles struct {
 	dir, conf, token, bundle, data, socket string
+	devidCert, devidPub, devidPriv         string
 }
 
 func agentPaths(dir string) (agentFiles, error) {
@@ -215,6 +234,10 @@ func agentPaths(dir string) (agentFiles, error) {
 		bundle: filepath.Join(dir, "bundle.pem"),
 		data:   filepath.Join(dir, "data"),
 		socket: filepath.Join(dir, "agent.sock"),
+
+		devidCert: filepath.Join(dir, "devid.crt"),
+		devidPub:  filepath.Join(dir, "devid.pub"),
+		devidPriv: filepath.Join(dir, "devid.priv"),
 	}
 	if len(f.socket) > maxSocketPath {
 		return f, fmt.Errorf("the agent's socket %s is %d bytes long, more than a Unix socket path may be (%d): choose a shorter --spire-agent-dir", f.socket, len(f.socket), maxSocketPath)
@@ -227,7 +250,7 @@ func agentPaths(dir string) (agentFiles, error) {
 // and nothing there is of use to anyone once the agent has stopped.
 func (f agentFiles) remove() error {
 	var errs []error
-	for _, p := range []string{f.conf, f.token, f.bundle, f.socket, f.data} {
+	for _, p := range []string{f.conf, f.token, f.bundle, f.socket, f.data, f.devidCert, f.devidPub, f.devidPriv} {
 		if err := os.RemoveAll(p); err != nil {
 			errs = append(errs, err)
 		}
@@ -237,9 +260,10 @@ func (f agentFiles) remove() error {
 
 // write prepares the agent's directory (0700, what an earlier run left
 // removed) and writes its configuration, the trust bundle and the join
-// token, each 0600. The token goes into join_token_file, never onto the
-// agent's command line, where any process could read it.
-func (f agentFiles) write(c machineConfig) error {
+// token (or, with tpm, the DevID read from the TPM), each 0600. The token
+// goes into join_token_file, never onto the agent's command line, where any
+// process could read it.
+func (f agentFiles) write(c machineConfig, tpmDevice string) error {
 	if err := os.MkdirAll(f.dir, 0o700); err != nil {
 		return err
 	}
@@ -254,21 +278,41 @@ func (f agentFiles) write(c machineConfig) error {
 	if err := f.remove(); err != nil {
 		return err
 	}
+	files := []agentFile{{f.bundle, []byte(c.TrustBundle)}}
+	attestor, tokenLine := "", ""
+	if c.Method == spire.MethodTPM {
+		cred, err := readDevID(tpmDevice)
+		if err != nil {
+			return err
+		}
+		files = append(files, agentFile{f.devidCert, cred.CertPEM}, agentFile{f.devidPub, cred.Public}, agentFile{f.devidPriv, cred.Private})
+		attestor = fmt.Sprintf(`NodeAttestor "tpm_devid" {
+    plugin_data {
+      devid_cert_path = %q
+      devid_pub_path = %q
+      devid_priv_path = %q
+      tpm_device_path = %q
+    }
+  }`, f.devidCert, f.devidPub, f.devidPriv, tpmDevice)
+	} else {
+		files = append(files, agentFile{f.token, []byte(c.JoinToken)})
+		tokenLine = fmt.Sprintf("\n  join_token_file = %q", f.token)
+		attestor = `NodeAttestor "join_token" {
+    plugin_data {}
+  }`
+	}
 	conf := fmt.Sprintf(`agent {
   server_address = %q
   server_port = %d
   socket_path = %q
   trust_domain = %q
-  data_dir = %q
-  join_token_file = %q
+  data_dir = %q%s
   trust_bundle_path = %q
   log_level = "INFO"
 }
 
 plugins {
-  NodeAttestor "join_token" {
-    plugin_data {}
-  }
+  %s
   # The machine's key lives only in the agent's memory: it goes when the
   # agent stops, and with it the identity.
   KeyManager "memory" {
@@ -278,16 +322,38 @@ plugins {
     plugin_data {}
   }
 }
-`, c.host, c.port, f.socket, c.trustDomain.Name(), f.data, f.token, f.bundle)
-	for _, w := range []struct {
-		path string
-		data []byte
-	}{{f.token, []byte(c.JoinToken)}, {f.bundle, []byte(c.TrustBundle)}, {f.conf, []byte(conf)}} {
+`, c.host, c.port, f.socket, c.trustDomain.Name(), f.data, tokenLine, f.bundle, attestor)
+	files = append(files, agentFile{f.conf, []byte(conf)})
+	for _, w := range files {
 		if err := writeNew(w.path, w.data); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// agentFile is one file of the agent's directory and what it holds.
+type agentFile struct {
+	path string
+	data []byte
+}
+
+// readDevID reads the DevID the host provisioned into the machine's TPM
+// (devid.Provision). Nothing in it is secret: its private blob is wrapped
+// by the TPM and useless anywhere else.
+func readDevID(device string) (devid.Credential, error) {
+	rw, err := devid.Open(device)
+	if err != nil {
+		return devid.Credential{}, fmt.Errorf("opening the TPM %s (--tpm-device): %w", device, err)
+	}
+	// A software TPM's socket connection closes after each command; a
+	// device is closed here.
+	defer func() { _ = rw.Close() }()
+	c, err := devid.Read(rw)
+	if err != nil {
+		return devid.Credential{}, fmt.Errorf("the TPM %s: %w", device, err)
+	}
+	return c, nil
 }
 
 // writeNew creates path (0600), refusing one that exists: remove just
@@ -329,7 +395,7 @@ func attest(ctx context.Context, raw []byte, opts attestOptions, console io.Writ
 	if err != nil {
 		return nil, err
 	}
-	if err := files.write(cfg); err != nil {
+	if err := files.write(cfg, opts.tpmDevice); err != nil {
 		_ = files.remove()
 		return nil, fmt.Errorf("writing the SPIRE agent's configuration in %s: %w", files.dir, err)
 	}
@@ -344,7 +410,7 @@ func attest(ctx context.Context, raw []byte, opts attestOptions, console io.Writ
 		a.close(log)
 		return nil, err
 	}
-	if err := os.Remove(files.token); err != nil {
+	if err := os.Remove(files.token); err != nil && !errors.Is(err, os.ErrNotExist) {
 		a.close(log)
 		return nil, fmt.Errorf("deleting the join token's file: %w", err)
 	}

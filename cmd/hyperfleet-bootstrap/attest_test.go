@@ -51,11 +51,26 @@ type spireLab struct {
 	client   *spire.Client
 	bundle   []byte
 	agentBin string
+	// tpm, with newTPMSPIRELab: the host's vTPM manufacturer and DevID CA.
+	tpm *spiretest.TPMLab
 }
 
 func newSPIRELab(t *testing.T) *spireLab {
 	t.Helper()
-	srv := spiretest.StartServer(t, attestTD)
+	return spireLabOn(t, spiretest.StartServer(t, attestTD))
+}
+
+// newTPMSPIRELab is a spireLab whose server also attests TPMs (tpm_devid).
+func newTPMSPIRELab(t *testing.T) *spireLab {
+	t.Helper()
+	srv, tpm := spiretest.StartServerWithTPM(t, attestTD)
+	l := spireLabOn(t, srv)
+	l.tpm = tpm
+	return l
+}
+
+func spireLabOn(t *testing.T, srv *spiretest.Server) *spireLab {
+	t.Helper()
 	c, err := spire.DialSocket(srv.SocketPath, attestTD, installation)
 	if err != nil {
 		t.Fatal(err)
@@ -100,6 +115,34 @@ func (s *spireLab) machine(t *testing.T, name string) spire.MachineConfig {
 		TrustBundle:   string(s.bundle),
 		SPIFFEID:      w,
 	}
+}
+
+// tpmMachine does what the operator and the host do for a machine that
+// attests with its TPM: a node alias for the DevID subject CN of the
+// machine's UID, its bootstrap workload's entry, and a vTPM the host
+// provisioned with that DevID. It returns the machine's configuration
+// (method tpm, no token) and the vTPM's socket.
+func (s *spireLab) tpmMachine(t *testing.T, name string) (spire.MachineConfig, string) {
+	t.Helper()
+	ctx := testCtx(t)
+	m := spire.MachineID{TrustDomain: attestTD, Installation: installation, Kind: "MachineClaim", Namespace: "ci", Name: name, UID: "uid-" + name}
+	if _, err := s.client.CreateTPMAlias(ctx, m, m.UID); err != nil {
+		t.Fatal(err)
+	}
+	w, err := m.Workload(spire.BootstrapWorkload)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.client.CreateEntry(ctx, spire.EntrySpec{SPIFFEID: w, Parent: m, Selectors: []spire.Selector{{Type: "unix", Value: fmt.Sprintf("uid:%d", os.Getuid())}}}); err != nil {
+		t.Fatal(err)
+	}
+	return spire.MachineConfig{
+		Method:        spire.MethodTPM,
+		ServerAddress: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.srv.Port)),
+		TrustDomain:   attestTD,
+		TrustBundle:   string(s.bundle),
+		SPIFFEID:      w,
+	}, s.tpm.NewTPM(t, m.UID).Path
 }
 
 // endpoint is a credential endpoint: it serves with an SVID for id, and
@@ -371,6 +414,77 @@ func TestAttestedRunnerGetsItsJITConfigFromTheEndpoint(t *testing.T) {
 	a, _ := time.ParseDuration(attested[1])
 	r, _ := time.ParseDuration(received[1])
 	t.Logf("latency: agent start → SVID %s, SVID → credentials %s", a, r-a)
+}
+
+// A machine that attests with its TPM (SPIRE's tpm_devid on a software
+// TPM the host provisioned) gets its JIT config the same way, with no
+// secret in its user data at all; the DevID files the agent needed are
+// gone with it.
+func TestAttestedRunnerWithTPM(t *testing.T) {
+	l := newLab(t)
+	s := newTPMSPIRELab(t)
+	ctx := testCtx(t)
+	jit, err := l.gh.GenerateJITConfig(ctx, l.scope, github.JITConfigRequest{Name: "pool-tpm01", Labels: []string{"self-hosted", "linux", "x64"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	job, err := l.sim.QueueJob("acme/widgets", []string{"self-hosted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, tpm := s.tpmMachine(t, "runner-t")
+	ep := s.endpoint(t, spire.EndpointID(attestTD, installation), mc.SPIFFEID, jsonAnswer(t, spire.Credentials{"jitConfig": jit.Encoded}))
+	mc.CredentialEndpoint, mc.EndpointID = ep.url, spire.EndpointID(attestTD, installation)
+	attPath := writeMachineConfig(t, l.dir, mc)
+	path := l.config(t, Config{Name: "pool-tpm01"})
+	t.Setenv("FAKERUNNER_JOB_OUTPUT", l.jobOutput(t))
+	t.Setenv("FAKERUNNER_VM_ROOT", l.dir)
+	args := append([]string{"--config", path}, s.attestArgs(t, l.dir, attPath)...)
+	args = append(args, "--tpm-device", tpm)
+
+	con := newConsole()
+	if code := run(args, con, con, noEnv); code != 0 {
+		t.Fatalf("exit %d:\n%s", code, con.String())
+	}
+	text := con.String()
+	if j, _ := l.sim.Job(job); j.Status != "completed" || j.RunnerName != "pool-tpm01" {
+		t.Fatalf("job %+v\n%s", j, text)
+	}
+	if n := ep.calls.Load(); n != 1 {
+		t.Errorf("the endpoint answered %d requests, want 1", n)
+	}
+	if !strings.Contains(text, "/spire/agent/tpm_devid/") {
+		t.Errorf("the agent did not attest with tpm_devid:\n%s", text)
+	}
+	if strings.Contains(text, jit.Encoded) {
+		t.Error("the JIT config is on the console")
+	}
+	configGone(t, path)
+	configGone(t, attPath)
+	noAgentFiles(t, flagValue(args, "--spire-agent-dir"))
+	if attested := attestedRe.FindStringSubmatch(text); attested != nil {
+		t.Logf("latency: agent start → SVID %s (tpm_devid)", attested[1])
+	}
+}
+
+// A TPM that was never provisioned fails at once, naming the TPM and what
+// is missing, before any agent starts.
+func TestTPMWithoutDevIDFailsAtOnce(t *testing.T) {
+	l := newLab(t)
+	s := newTPMSPIRELab(t)
+	mc, _ := s.tpmMachine(t, "runner-u")
+	empty := s.tpm.NewTPM(t, "")
+	attPath := writeMachineConfig(t, l.dir, mc)
+	args := append([]string{"attest"}, s.attestArgs(t, l.dir, attPath)...)
+	args = append(args, "--tpm-device", empty.Path)
+	con := newConsole()
+	if code := run(args, con, con, noEnv); code == 0 {
+		t.Fatalf("attest with an unprovisioned TPM succeeded:\n%s", con.String())
+	}
+	if text := con.String(); !strings.Contains(text, empty.Path) || !strings.Contains(text, "provisioned with a DevID") {
+		t.Errorf("the error does not name the TPM and the missing DevID:\n%s", text)
+	}
+	noAgentFiles(t, flagValue(args, "--spire-agent-dir"))
 }
 
 // failingRun runs runner mode against an endpoint that answers with answer
@@ -721,6 +835,8 @@ func TestParseMachineConfigRefusesWhatTheAgentCannotUse(t *testing.T) {
 		},
 		"endpoint without ID":   func(c *spire.MachineConfig) { c.CredentialEndpoint = "https://op:8443/v1/credentials" },
 		"no token":              func(c *spire.MachineConfig) { c.JoinToken = "" },
+		"a token beside a TPM":  func(c *spire.MachineConfig) { c.Method = spire.MethodTPM },
+		"an unknown method":     func(c *spire.MachineConfig) { c.Method = "password" },
 		"server without a port": func(c *spire.MachineConfig) { c.ServerAddress = "spire" },
 	} {
 		mc := good
@@ -732,6 +848,12 @@ func TestParseMachineConfigRefusesWhatTheAgentCannotUse(t *testing.T) {
 		} else if strings.Contains(err.Error(), "tok-secret") {
 			t.Errorf("%s: the error shows the join token: %v", name, err)
 		}
+	}
+	tpm := good
+	tpm.Method, tpm.JoinToken = spire.MethodTPM, ""
+	data, _ = json.Marshal(tpm)
+	if _, err := parseMachineConfig(data); err != nil {
+		t.Errorf("a TPM configuration is refused: %v", err)
 	}
 	if _, err := parseMachineConfig([]byte(`{"joinToken":"t","extra":1}`)); err == nil || !strings.Contains(err.Error(), "unknown field") {
 		t.Errorf("an unknown field: %v", err)

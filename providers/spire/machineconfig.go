@@ -13,15 +13,24 @@ const MachineConfigPath = "/etc/hyperfleet/attestation.json"
 // 410 past the deadline or the machine ending, 503 try again.
 const CredentialsPath = "/v1/credentials"
 
-// MachineConfig is what the operator hands a machine that attests with a
-// join token, in its user data: everything its SPIRE agent needs to attest,
-// and where to fetch its workload's credentials afterwards. It holds the
-// join token, a secret: the file is deleted once read, and the token is
-// single-use and short-lived.
+// Attestation methods of a MachineConfig.
+const (
+	MethodJoinToken = "join-token"
+	MethodTPM       = "tpm"
+)
+
+// MachineConfig is what the operator hands an attesting machine in its user
+// data: everything its SPIRE agent needs to attest, and where to fetch its
+// workload's credentials afterwards. With a join token it holds a secret:
+// the file is deleted once read, and the token is single-use and
+// short-lived. With tpm it holds none: the machine's TPM holds its DevID.
 type MachineConfig struct {
+	// Method is join-token (also when empty) or tpm (SPIRE's tpm_devid
+	// node attestor, with the DevID devid.Read finds in the machine's TPM).
+	Method string `json:"method,omitempty"`
 	// JoinToken the agent attests with (never on a command line: it goes
-	// into the agent's join_token_file).
-	JoinToken string `json:"joinToken"`
+	// into the agent's join_token_file); empty with tpm.
+	JoinToken string `json:"joinToken,omitempty"`
 	// ServerAddress host:port of the SPIRE server, as the machine reaches it.
 	ServerAddress string `json:"serverAddress"`
 	TrustDomain   string `json:"trustDomain"`

@@ -1,6 +1,7 @@
 package machineclaim
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -45,6 +46,7 @@ const (
 	trustBundleKey = "trustBundle"
 	expiresKey     = "expiresAt"
 	spiffeIDKey    = "spiffeID"
+	methodKey      = "method"
 )
 
 // attestationSecretName is the Secret holding the claim's join token: the
@@ -86,8 +88,8 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 		s.blocked = &blocker{state: conditions.Stalled, reason: reason, message: msg}
 		return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
 	}
-	if a.Method != hypervisorv1alpha1.AttestationJoinToken {
-		return stall(ReasonUnsupportedMethod, fmt.Sprintf("template %s asks for spec.attestation.method %s, which this version of HyperFleet cannot do yet (see the README, \"Attestation\"); use join-token", t.Name, a.Method))
+	if a.Method != hypervisorv1alpha1.AttestationJoinToken && a.Method != hypervisorv1alpha1.AttestationTPM {
+		return stall(ReasonUnsupportedMethod, fmt.Sprintf("template %s asks for spec.attestation.method %s, which this version of HyperFleet does not know; use join-token or tpm", t.Name, a.Method))
 	}
 	reg := r.Attestation
 	if reg == nil {
@@ -108,15 +110,16 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 	if err != nil {
 		return stall(ReasonAttestationFailed, fmt.Sprintf("the claim's SPIFFE ID: %v", err))
 	}
-	mc := spire.MachineConfig{ServerAddress: a.SPIRE.ServerAddress, TrustDomain: a.SPIRE.TrustDomain, SPIFFEID: workload,
+	mc := spire.MachineConfig{Method: methodOf(a.Method), ServerAddress: a.SPIRE.ServerAddress, TrustDomain: a.SPIRE.TrustDomain, SPIFFEID: workload,
 		CredentialEndpoint: reg.EndpointURL + spire.CredentialsPath, EndpointID: spire.EndpointID(a.SPIRE.TrustDomain, reg.Installation)}
 	secret, err := r.attestationSecret(ctx, c)
 	if err != nil {
 		return skeleton.Stop(), err
 	}
-	if secret != nil && string(secret.Data[spiffeIDKey]) != workload {
-		// The template's trust domain changed before the machine started:
-		// the token leads to the old ID. A new one is minted.
+	if secret != nil && (string(secret.Data[spiffeIDKey]) != workload || cmp.Or(string(secret.Data[methodKey]), spire.MethodJoinToken) != mc.Method) {
+		// The template's trust domain or method changed before the machine
+		// started: the token or alias leads to the old ID, or is of no use.
+		// A new one is made.
 		uid := secret.UID
 		if err := r.Client.Delete(ctx, secret, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) {
 			return skeleton.Stop(), err
@@ -124,7 +127,7 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 		secret = nil
 	}
 	if secret == nil {
-		if secret, err = r.issueToken(ctx, s, server, m, workload); err != nil {
+		if secret, err = r.register(ctx, s, server, m, workload); err != nil {
 			return r.spireError(s, err)
 		}
 	}
@@ -161,11 +164,21 @@ func (r *Reconciler) attestationSecret(ctx context.Context, c *hypervisorv1alpha
 	return secret, nil
 }
 
-// issueToken registers the bootstrap workload and mints the token, then
+// methodOf is the MachineConfig's name of a method.
+func methodOf(m hypervisorv1alpha1.AttestationMethod) string {
+	if m == hypervisorv1alpha1.AttestationTPM {
+		return spire.MethodTPM
+	}
+	return spire.MethodJoinToken
+}
+
+// register registers the bootstrap workload and what lets the machine's
+// agent attest as the machine — a single-use join token, or for tpm a node
+// alias selecting the agent whose TPM DevID names the claim's UID — then
 // keeps them in the claim's Secret. The entry comes first and is
 // idempotent; a token minted and then lost (the Secret's create failed)
 // is never used, and its alias goes with the machine (ForgetMachine).
-func (r *Reconciler) issueToken(ctx context.Context, s *scope, server spire.Server, m spire.MachineID, workload string) (*corev1.Secret, error) {
+func (r *Reconciler) register(ctx context.Context, s *scope, server spire.Server, m spire.MachineID, workload string) (*corev1.Secret, error) {
 	c, a := s.claim, s.template.Spec.Attestation
 	if _, err := server.CreateEntry(ctx, spire.EntrySpec{SPIFFEID: workload, Parent: m, Selectors: r.Attestation.Selectors}); err != nil {
 		return nil, err
@@ -178,24 +191,41 @@ func (r *Reconciler) issueToken(ctx context.Context, s *scope, server spire.Serv
 	if a.SPIRE.TokenTTL != nil && a.SPIRE.TokenTTL.Duration > 0 {
 		ttl = a.SPIRE.TokenTTL.Duration
 	}
-	tok, err := server.CreateJoinToken(ctx, m, ttl)
-	if err != nil {
-		return nil, err
-	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: attestationSecretName(c), Namespace: c.Namespace},
 		Type:       corev1.SecretTypeOpaque,
-		Data: map[string][]byte{joinTokenKey: []byte(tok.Value), trustBundleKey: bundle, spiffeIDKey: []byte(workload),
-			expiresKey: []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))},
+		Data:       map[string][]byte{trustBundleKey: bundle, spiffeIDKey: []byte(workload), methodKey: []byte(methodOf(a.Method))},
+	}
+	var event string
+	if a.Method == hypervisorv1alpha1.AttestationTPM {
+		// Nothing to hand the machine: its TPM holds its proof. The
+		// deadline is the same window a token would have.
+		if _, err := server.CreateTPMAlias(ctx, m, string(c.UID)); err != nil {
+			return nil, err
+		}
+		deadline := s.now.Add(ttl)
+		secret.Data[expiresKey] = []byte(deadline.UTC().Format(time.RFC3339))
+		event = fmt.Sprintf("Registered %s for the agent whose TPM DevID certificate names %s (subject CN); it must attest by %s", m, c.UID, deadline.UTC().Format(time.RFC3339))
+	} else {
+		tok, err := server.CreateJoinToken(ctx, m, ttl)
+		if err != nil {
+			return nil, err
+		}
+		secret.Data[joinTokenKey] = []byte(tok.Value)
+		secret.Data[expiresKey] = []byte(tok.ExpiresAt.UTC().Format(time.RFC3339))
+		event = fmt.Sprintf("Issued a single-use join token for %s, valid until %s; the machine gets its credentials only after it attests", m, tok.ExpiresAt.UTC().Format(time.RFC3339))
 	}
 	if err := controllerutil.SetControllerReference(c, secret, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
 	if err := r.Client.Create(ctx, secret); err != nil {
-		return nil, fmt.Errorf("keeping the join token in Secret %s: %w", secret.Name, err)
+		return nil, fmt.Errorf("keeping the machine's attestation in Secret %s: %w", secret.Name, err)
 	}
-	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "JoinTokenIssued", "Attest",
-		"Issued a single-use join token for %s, valid until %s; the machine gets its credentials only after it attests", m, tok.ExpiresAt.UTC().Format(time.RFC3339))
+	reason := "JoinTokenIssued"
+	if a.Method == hypervisorv1alpha1.AttestationTPM {
+		reason = "TPMAliasRegistered"
+	}
+	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, reason, "Attest", "%s", event)
 	return secret, nil
 }
 
@@ -231,8 +261,16 @@ func (r *Reconciler) attestationDeadline(ctx context.Context, s *scope) (skeleto
 	}
 	st.Phase = hypervisorv1alpha1.AttestationFailed
 	r.Recorder.Eventf(s.claim, nil, corev1.EventTypeWarning, ReasonAttestationFailed, "Attest",
-		"The machine did not attest before its join token expired; it is retired. Raise spec.attestation.spire.tokenTTL if machines take longer to boot")
-	return r.beginRetire(ctx, s, ReasonAttestationFailed, "the machine did not attest before its join token expired")
+		"The machine did not attest %s; it is retired. Raise spec.attestation.spire.tokenTTL if machines take longer to boot", notAttestedBy(st.Method))
+	return r.beginRetire(ctx, s, ReasonAttestationFailed, "the machine did not attest "+notAttestedBy(st.Method))
+}
+
+// notAttestedBy says which deadline a machine missed.
+func notAttestedBy(m hypervisorv1alpha1.AttestationMethod) string {
+	if m == hypervisorv1alpha1.AttestationTPM {
+		return "with its TPM within spec.attestation.spire.tokenTTL (was its vTPM provisioned with a DevID for the claim's UID?)"
+	}
+	return "before its join token expired"
 }
 
 // forgetAttestation removes what SPIRE holds for the claim's machine (its
@@ -278,9 +316,13 @@ func attestedCondition(c *hypervisorv1alpha1.MachineClaim) *metav1.Condition {
 	case hypervisorv1alpha1.AttestationCredentialsReleased:
 		cond.Status, cond.Reason, cond.Message = metav1.ConditionTrue, "CredentialsReleased", "the machine proved its identity "+st.SPIFFEID+" and received its credentials, once"
 	case hypervisorv1alpha1.AttestationFailed:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonAttestationFailed, "the machine did not attest before its join token expired"
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonAttestationFailed, "the machine did not attest "+notAttestedBy(st.Method)
 	default:
-		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonAttestationPending, "a join token was issued; waiting for the machine's agent to attest and present "+st.SPIFFEID
+		how := "a join token was issued"
+		if st.Method == hypervisorv1alpha1.AttestationTPM {
+			how = "the machine's TPM DevID (subject CN " + string(c.UID) + ") was registered"
+		}
+		cond.Status, cond.Reason, cond.Message = metav1.ConditionFalse, ReasonAttestationPending, how+"; waiting for the machine's agent to attest and present "+st.SPIFFEID
 	}
 	return cond
 }
