@@ -66,6 +66,8 @@ var clock = &testenv.SteppedClock{}
 type rig struct {
 	t   *testing.T
 	srv *spiretest.Server
+	// tpm is the host's vTPM manufacturer and DevID authority (rigOptions.tpm).
+	tpm *spiretest.TPMLab
 	// admin is the test's own view of the SPIRE server, for assertions.
 	admin        *spire.Client
 	installation string
@@ -81,11 +83,18 @@ type rigOptions struct {
 	// tcpAdmin reaches SPIRE's admin API over TCP with admin credentials
 	// from a Secret, instead of its socket.
 	tcpAdmin bool
+	// tpm: the SPIRE server attests TPMs too (tpm_devid, software TPMs).
+	tpm bool
 }
 
 func newRig(t *testing.T, o rigOptions) *rig {
 	t.Helper()
-	r := &rig{t: t, srv: spiretest.StartServer(t, trustDomain), installation: fmt.Sprintf("att%d", time.Now().UnixNano()%1e9)}
+	r := &rig{t: t, installation: fmt.Sprintf("att%d", time.Now().UnixNano()%1e9)}
+	if o.tpm {
+		r.srv, r.tpm = spiretest.StartServerWithTPM(t, trustDomain)
+	} else {
+		r.srv = spiretest.StartServer(t, trustDomain)
+	}
 	admin, err := spire.DialSocket(r.srv.SocketPath, trustDomain, r.installation)
 	if err != nil {
 		t.Fatal(err)
@@ -144,6 +153,12 @@ func newRig(t *testing.T, o rigOptions) *rig {
 // credentials, its machines are handed them once attested.
 func (r *rig) attest(credentials map[string]string) {
 	r.t.Helper()
+	r.attestWith(hypervisorv1alpha1.AttestationJoinToken, credentials)
+}
+
+// attestWith is attest with method.
+func (r *rig) attestWith(method hypervisorv1alpha1.AttestationMethod, credentials map[string]string) {
+	r.t.Helper()
 	if credentials != nil {
 		r.lab.Create(&corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Name: "machine-credentials", Labels: map[string]string{meta.CredentialsLabel: "true"}},
@@ -156,7 +171,7 @@ func (r *rig) attest(credentials map[string]string) {
 		if err := r.lab.Get(tmpl); err != nil {
 			return err
 		}
-		tmpl.Spec.Attestation = &hypervisorv1alpha1.AttestationConfig{Method: hypervisorv1alpha1.AttestationJoinToken,
+		tmpl.Spec.Attestation = &hypervisorv1alpha1.AttestationConfig{Method: method,
 			SPIRE: &hypervisorv1alpha1.SPIREConfig{ServerAddress: fmt.Sprintf("127.0.0.1:%d", r.srv.Port), TrustDomain: trustDomain}}
 		if credentials != nil {
 			tmpl.Spec.Workload = &hypervisorv1alpha1.WorkloadConfig{
@@ -258,6 +273,22 @@ func (r *rig) boot(name string) *machine {
 		r.t.Fatalf("the machine is told of SPIRE at %s, want the template's", mc.ServerAddress)
 	}
 	return &machine{r: r, config: mc, agent: r.srv.StartAgent(r.t, mc.JoinToken, []byte(mc.TrustBundle))}
+}
+
+// bootTPM is boot for a machine that attests with its TPM: the host
+// provisions the machine's vTPM with a DevID for devidCN (the claim's UID,
+// which the host reads off the VM it made), and the machine's agent attests
+// with it. The user data must hold no token.
+func (r *rig) bootTPM(name, devidCN string) *machine {
+	r.t.Helper()
+	mc, ok, err := attestation.MachineConfigFrom(r.guestUserData(name))
+	if err != nil || !ok {
+		r.t.Fatalf("the user data of %s has no machine config (%v, %v)", name, ok, err)
+	}
+	if mc.Method != spire.MethodTPM || mc.JoinToken != "" {
+		r.t.Fatalf("the machine config says method %q with a token %v; want tpm and none", mc.Method, mc.JoinToken != "")
+	}
+	return &machine{r: r, config: mc, agent: r.srv.StartTPMAgent(r.t, r.tpm.NewTPM(r.t, devidCN), []byte(mc.TrustBundle))}
 }
 
 func (m *machine) attested() {
