@@ -39,7 +39,7 @@ func (r running) print(out io.Writer) {
 		say("  GitHub      simulator at %s (repository %s)", r.githubURL, SandboxRepository)
 	}
 	if r.spireAddr != "" {
-		say("  SPIRE       server at %s (trust domain %s): demo-runners' machines attest with join tokens", r.spireAddr, SandboxTrustDomain)
+		say("  SPIRE       server at %s (trust domain %s): demo-runners' machines attest with join tokens, attested-box with its vTPM (swtpm)", r.spireAddr, SandboxTrustDomain)
 	}
 	say("  manager     in-process, leader election in namespace %s", o.Manager.OperatorNamespace)
 	ns := ""

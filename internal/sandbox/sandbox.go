@@ -153,7 +153,7 @@ func Run(ctx context.Context, o Options) error {
 	case o.GitHubAddr != "" && kv == nil:
 		say("==> Not starting the GitHub simulator: its runners run on KubeVirt (--kubevirt-sim)")
 	case o.GitHubAddr != "":
-		say("==> Starting a SPIRE server for the demo runner pool's machines, which attest with join tokens")
+		say("==> Starting a SPIRE server for the demo runner pool's machines, which attest with join tokens, and attested-box, which attests with its vTPM")
 		rig, err := startAttestation(ctx, o.SPIREAddr, say)
 		if err != nil {
 			return err
@@ -175,11 +175,14 @@ func Run(ctx context.Context, o Options) error {
 		up.githubURL = gh.URL()
 		secrets = append(secrets, githubSecrets(gh)...)
 		agents := startAgents(ctx, c, gh, kv, o.SamplesNamespace, rig)
-		// Before the SPIRE server stops: the runner VMs shut down (their
-		// bootstrap agents stop their spire-agents) once ctx has ended.
+		rig.tpm.start(ctx, c, o.SamplesNamespace, rig, ctrl.LoggerFrom(ctx).WithName("tpm-machines"))
+		// Before the SPIRE server stops: the runner VMs and the TPM demo
+		// machines shut down (their bootstrap agents stop their
+		// spire-agents) once ctx has ended.
 		defer func() {
-			say("==> Stopping the simulated runner VMs (their bootstrap agents and spire-agents)")
+			say("==> Stopping the simulated runner VMs and TPM machines (their bootstrap agents and spire-agents)")
 			agents.Wait()
+			rig.tpm.wait()
 		}()
 		say("==> GitHub simulator at %s (repository %s, webhooks to %s)", gh.URL(), SandboxRepository, o.Manager.Runners.WebhookAddr)
 	}

@@ -166,6 +166,19 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	// kubectl get nodes, endpointslices.
 	checkCluster(t, c, ns)
 
+	// The TPM sample's machine proved its identity with its vTPM (swtpm,
+	// provisioned with a DevID for the claim's UID) through a real
+	// spire-agent's tpm_devid attestor, and checked in.
+	eventually.That(t, 90*time.Second, func() (bool, string) {
+		mc := &hypervisorv1alpha1.MachineClaim{}
+		if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "attested-box"}, mc); err != nil {
+			return false, err.Error()
+		}
+		st := mc.Status.Attestation
+		return st != nil && st.Method == hypervisorv1alpha1.AttestationTPM && st.Phase == hypervisorv1alpha1.AttestationAttested,
+			fmt.Sprintf("attested-box's attestation: %+v", st)
+	})
+
 	// The sample RunnerPool keeps one idle runner; a queued job is taken by
 	// a runner (a webhook delivery to the manager scales the pool).
 	eventually.That(t, 90*time.Second, func() (bool, string) {

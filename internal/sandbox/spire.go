@@ -64,6 +64,8 @@ func spireBinaryDir() (string, error) {
 type attestationRig struct {
 	base   string
 	server *spirelocal.Server
+	// tpm is the host of the machines that attest with their TPM.
+	tpm *tpmHost
 	// bin is the SPIRE binaries' directory; agent and fakeRunner the
 	// bootstrap agent's and the fake runner's binaries.
 	bin, agent, fakeRunner string
@@ -112,10 +114,14 @@ func startAttestation(ctx context.Context, addr string, say func(string, ...any)
 		return nil, err
 	}
 	started := time.Now()
-	if r.server, err = spirelocal.Start(bin, spireDir, SandboxTrustDomain, port, nil); err != nil {
+	var tpmConf *spirelocal.TPM
+	if r.tpm, tpmConf, err = newTPMHost(filepath.Join(base, "t")); err != nil {
 		return nil, err
 	}
-	say("==> SPIRE server at %s (trust domain %s, admin socket %s) up in %s", r.server.Address(), SandboxTrustDomain, r.server.SocketPath, time.Since(started).Round(100*time.Millisecond))
+	if r.server, err = spirelocal.Start(bin, spireDir, SandboxTrustDomain, port, tpmConf); err != nil {
+		return nil, err
+	}
+	say("==> SPIRE server at %s (trust domain %s; join_token, and tpm_devid for swtpm vTPMs; admin socket %s) up in %s", r.server.Address(), SandboxTrustDomain, r.server.SocketPath, time.Since(started).Round(100*time.Millisecond))
 	started = time.Now()
 	if r.agent, r.fakeRunner, err = runnersim.BuildAgent(ctx, filepath.Join(base, "bin")); err != nil {
 		return nil, err
