@@ -2,6 +2,7 @@
 //
 //	hyperfleet run      the manager, against a cluster (kubeconfig or in-cluster)
 //	hyperfleet dev      the embedded sandbox: a real control plane, the manager, the samples
+//	hyperfleet tpm-provision  on a hypervisor host: a DevID into a machine's TPM
 //	hyperfleet version  the build's version
 package main
 
@@ -30,6 +31,7 @@ func commands() []command {
 		{"run", "Run the manager against a cluster (kubeconfig or in-cluster).", runManager},
 		{"dev", "Run the embedded sandbox: control plane, CRDs, manager and samples.", runDev},
 		{"enqueue-jobs", "Queue fake GitHub Actions jobs on the sandbox's simulated GitHub.", runEnqueue},
+		{"tpm-provision", "On a hypervisor host: put a DevID for a claim into its machine's TPM (attestation.method tpm).", runTPMProvision},
 		{"version", "Print the version.", runVersion},
 	}
 }

@@ -27,9 +27,11 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"crypto/sha1" //nolint:gosec // SPIRE names agents by the SHA-1 fingerprint
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/pem"
 	"errors"
 	"fmt"
@@ -242,4 +244,66 @@ func decode(b []byte) (Credential, error) {
 // socket a software TPM serves (swtpm's unixio server).
 func Open(path string) (io.ReadWriteCloser, error) {
 	return tpmutil.OpenTPM(path)
+}
+
+// LoadAuthority reads a DevID authority's certificate and private key
+// (PEM: PKCS #8, SEC 1 EC or PKCS #1 RSA).
+func LoadAuthority(certPEM, keyPEM []byte) (Authority, error) {
+	blk, _ := pem.Decode(certPEM)
+	if blk == nil || blk.Type != "CERTIFICATE" {
+		return Authority{}, errors.New("devid: the authority's certificate is not a PEM CERTIFICATE")
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return Authority{}, fmt.Errorf("devid: the authority's certificate: %w", err)
+	}
+	if !cert.IsCA {
+		return Authority{}, errors.New("devid: the authority's certificate is not a CA certificate (basicConstraints CA:TRUE)")
+	}
+	kb, _ := pem.Decode(keyPEM)
+	if kb == nil {
+		return Authority{}, errors.New("devid: the authority's key is not PEM")
+	}
+	var key any
+	switch kb.Type {
+	case "PRIVATE KEY":
+		key, err = x509.ParsePKCS8PrivateKey(kb.Bytes)
+	case "EC PRIVATE KEY":
+		key, err = x509.ParseECPrivateKey(kb.Bytes)
+	case "RSA PRIVATE KEY":
+		key, err = x509.ParsePKCS1PrivateKey(kb.Bytes)
+	default:
+		return Authority{}, fmt.Errorf("devid: the authority's key is a PEM %q, want PRIVATE KEY, EC PRIVATE KEY or RSA PRIVATE KEY", kb.Type)
+	}
+	if err != nil {
+		return Authority{}, fmt.Errorf("devid: the authority's key: %w", err)
+	}
+	signer, ok := key.(crypto.Signer)
+	if !ok {
+		return Authority{}, fmt.Errorf("devid: the authority's key (%T) cannot sign", key)
+	}
+	if pub, ok := signer.Public().(interface{ Equal(crypto.PublicKey) bool }); !ok || !pub.Equal(cert.PublicKey) {
+		return Authority{}, errors.New("devid: the authority's key does not match its certificate")
+	}
+	return Authority{Cert: cert, Key: signer}, nil
+}
+
+// KeyPEM is the authority's key as PKCS #8 PEM, for LoadAuthority.
+func (a Authority) KeyPEM() ([]byte, error) {
+	der, err := x509.MarshalPKCS8PrivateKey(a.Key)
+	if err != nil {
+		return nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der}), nil
+}
+
+// Fingerprint is the SHA-1 of the DevID certificate, as SPIRE's tpm_devid
+// attestor names the agent: spiffe://<td>/spire/agent/tpm_devid/<Fingerprint>.
+func (c Credential) Fingerprint() (string, error) {
+	blk, _ := pem.Decode(c.CertPEM)
+	if blk == nil {
+		return "", errors.New("devid: the DevID certificate is not PEM")
+	}
+	sum := sha1.Sum(blk.Bytes) //nolint:gosec // SPIRE names agents by the SHA-1 fingerprint
+	return hex.EncodeToString(sum[:]), nil
 }
