@@ -2,6 +2,7 @@ package machineclaim
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -162,21 +163,28 @@ func TestDeletionMessageHasNoTimestamp(t *testing.T) {
 // without attestation has none.
 func TestAttestedCondition(t *testing.T) {
 	running := providers.Machine{Provisioned: true, State: providers.PowerRunning, Node: "n1", Addresses: []string{"10.0.0.5"}}
+	tok, tpm := hypervisorv1alpha1.AttestationJoinToken, hypervisorv1alpha1.AttestationTPM
 	cases := []struct {
+		method     hypervisorv1alpha1.AttestationMethod
 		phase      hypervisorv1alpha1.AttestationPhase
 		wantStatus metav1.ConditionStatus
 		wantReason string
+		// wantWords: the message says how this method attests or failed.
+		wantWords string
 	}{
-		{hypervisorv1alpha1.AttestationPending, metav1.ConditionFalse, ReasonAttestationPending},
-		{hypervisorv1alpha1.AttestationAttested, metav1.ConditionTrue, "Attested"},
-		{hypervisorv1alpha1.AttestationCredentialsReleased, metav1.ConditionTrue, "CredentialsReleased"},
-		{hypervisorv1alpha1.AttestationFailed, metav1.ConditionFalse, ReasonAttestationFailed},
+		{tok, hypervisorv1alpha1.AttestationPending, metav1.ConditionFalse, ReasonAttestationPending, "join token"},
+		{tok, hypervisorv1alpha1.AttestationAttested, metav1.ConditionTrue, "Attested", ""},
+		{tok, hypervisorv1alpha1.AttestationCredentialsReleased, metav1.ConditionTrue, "CredentialsReleased", ""},
+		{tok, hypervisorv1alpha1.AttestationFailed, metav1.ConditionFalse, ReasonAttestationFailed, "join token expired"},
+		{tpm, hypervisorv1alpha1.AttestationPending, metav1.ConditionFalse, ReasonAttestationPending, "TPM DevID (subject CN uid-7)"},
+		{tpm, hypervisorv1alpha1.AttestationAttested, metav1.ConditionTrue, "Attested", ""},
+		{tpm, hypervisorv1alpha1.AttestationFailed, metav1.ConditionFalse, ReasonAttestationFailed, "provisioned with a DevID"},
 	}
 	for _, c := range cases {
-		t.Run(string(c.phase), func(t *testing.T) {
+		t.Run(string(c.method)+"/"+string(c.phase), func(t *testing.T) {
 			claim := &hypervisorv1alpha1.MachineClaim{}
-			claim.Generation = 3
-			claim.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Phase: c.phase, SPIFFEID: "spiffe://td/hyperfleet/i/MachineClaim/ns/n/u/bootstrap"}
+			claim.Generation, claim.UID = 3, "uid-7"
+			claim.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Method: c.method, Phase: c.phase, SPIFFEID: "spiffe://td/hyperfleet/i/MachineClaim/ns/n/u/bootstrap"}
 			m := running
 			s := &scope{claim: claim, machine: &m}
 			summary := computeStatus(s, nil)
@@ -186,6 +194,9 @@ func TestAttestedCondition(t *testing.T) {
 			got := apimeta.FindStatusCondition(claim.Status.Conditions, ConditionAttested)
 			if got == nil || got.Status != c.wantStatus || got.Reason != c.wantReason || got.Message == "" || got.ObservedGeneration != 3 {
 				t.Fatalf("Attested = %+v, want %s %s with a message", got, c.wantStatus, c.wantReason)
+			}
+			if !strings.Contains(got.Message, c.wantWords) {
+				t.Fatalf("Attested message %q does not say %q", got.Message, c.wantWords)
 			}
 		})
 	}

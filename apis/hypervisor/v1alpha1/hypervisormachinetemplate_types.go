@@ -260,7 +260,9 @@ const (
 // AttestationConfig gives machines a SPIFFE identity, independent of the workload.
 type AttestationConfig struct {
 	// Method: none, join-token (a one-time SPIRE join token in cloud-init),
-	// or tpm (the SPIRE agent's TPM node attestor).
+	// or tpm (SPIRE's tpm_devid node attestor: the host provisions each
+	// machine's TPM with a DevID certificate whose subject CN is the claim's
+	// UID, `hyperfleet tpm-provision`; nothing secret goes into user data).
 	// +kubebuilder:default=none
 	// +optional
 	Method AttestationMethod `json:"method,omitempty"`
@@ -282,13 +284,15 @@ type SPIREConfig struct {
 	// +required
 	TrustDomain string `json:"trustDomain"`
 	// AdminSocketPath is the SPIRE server's admin API socket the operator
-	// uses to mint join tokens (join-token method).
+	// uses to mint join tokens and register entries and TPM aliases.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	AdminSocketPath string `json:"adminSocketPath,omitempty"`
-	// TokenTTL of a join token. Between 1m and 24h: the token must outlive
-	// the machine's clone and boot, and a join token valid for longer than a
-	// day is a standing credential.
+	// TokenTTL of a join token; with tpm, how long a machine may take to
+	// attest once its claim registered it. Between 1m and 24h: the token
+	// must outlive the machine's clone and boot, and a join token valid for
+	// longer than a day is a standing credential. Past it, a machine that
+	// has not attested is Failed (AttestationFailed).
 	// +kubebuilder:default="10m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`

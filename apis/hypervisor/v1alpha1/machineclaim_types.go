@@ -200,7 +200,8 @@ const (
 	// its workload's credentials, once.
 	AttestationCredentialsReleased AttestationPhase = "CredentialsReleased"
 	// AttestationFailed: the machine did not attest before its token's
-	// expiry, or SPIRE refused the operator; see the Ready condition.
+	// expiry (tpm: within the template's tokenTTL), or SPIRE refused the
+	// operator; see the Ready condition.
 	AttestationFailed AttestationPhase = "Failed"
 )
 
@@ -218,8 +219,9 @@ type MachineAttestationStatus struct {
 	// +kubebuilder:validation:MaxLength=2048
 	// +optional
 	SPIFFEID string `json:"spiffeID,omitempty"`
-	// TokenExpiryTime is when the join token expires; it is also the last
-	// moment the credentials are handed out.
+	// TokenExpiryTime is when the join token expires (tpm: the end of the
+	// window spec.attestation.spire.tokenTTL gives the machine to attest with
+	// its TPM); it is also the last moment the credentials are handed out.
 	// +optional
 	TokenExpiryTime *metav1.Time `json:"tokenExpiryTime,omitempty"`
 	// AttestedTime is when the machine first presented its SVID.
