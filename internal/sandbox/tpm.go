@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -152,8 +153,11 @@ func (h *tpmHost) boot(ctx context.Context, c client.Client, claim *hypervisorv1
 		return err
 	}
 	mc, ok, err := attestation.MachineConfigFrom(ud)
-	if err != nil || !ok {
-		return fmt.Errorf("the machine's user data has no attestation configuration (%v)", err)
+	if err != nil {
+		return fmt.Errorf("the machine's user data: %w", err)
+	}
+	if !ok {
+		return errors.New("the machine's user data has no attestation configuration")
 	}
 	data, err := json.Marshal(mc)
 	if err != nil {

@@ -36,6 +36,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"time"
 
@@ -178,7 +179,11 @@ func Provision(rw io.ReadWriter, ca Authority, commonName string) (Credential, e
 		Public:  pubBlob,
 		Private: priv,
 	}
-	return c, store(rw, c.encode())
+	b, err := c.encode()
+	if err != nil {
+		return Credential{}, err
+	}
+	return c, store(rw, b)
 }
 
 // Read returns the credential Provision stored in the TPM behind rw.
@@ -190,20 +195,28 @@ func Read(rw io.ReadWriter) (Credential, error) {
 	return decode(b)
 }
 
+// maxNVSize is the most one NV index holds on libtpms (MAX_NV_INDEX_SIZE);
+// a DevID's three parts take about 1.3 KiB.
+const maxNVSize = 2048
+
 // store writes b into NVIndex, defining it at b's size first.
 func store(rw io.ReadWriter, b []byte) error {
+	size, err := u16(len(b))
+	if err != nil || size > maxNVSize {
+		return fmt.Errorf("devid: the DevID is %d bytes, more than an NV index holds (%d)", len(b), maxNVSize)
+	}
 	if _, err := tpm2.NVReadPublic(rw, NVIndex); err == nil {
 		if err := tpm2.NVUndefineSpace(rw, "", tpm2.HandleOwner, NVIndex); err != nil {
 			return fmt.Errorf("devid: remove the previous DevID from NV index %#x: %w", uint32(NVIndex), err)
 		}
 	}
 	attrs := tpm2.AttrOwnerWrite | tpm2.AttrOwnerRead | tpm2.AttrNoDA
-	if err := tpm2.NVDefineSpace(rw, tpm2.HandleOwner, NVIndex, "", "", nil, attrs, uint16(len(b))); err != nil {
+	if err := tpm2.NVDefineSpace(rw, tpm2.HandleOwner, NVIndex, "", "", nil, attrs, size); err != nil {
 		return fmt.Errorf("devid: define NV index %#x (%d bytes): %w", uint32(NVIndex), len(b), err)
 	}
-	for off := 0; off < len(b); off += maxChunk {
-		end := min(off+maxChunk, len(b))
-		if err := tpm2.NVWrite(rw, tpm2.HandleOwner, NVIndex, "", b[off:end], uint16(off)); err != nil {
+	for off := uint16(0); off < size; off += maxChunk {
+		end := min(off+maxChunk, size)
+		if err := tpm2.NVWrite(rw, tpm2.HandleOwner, NVIndex, "", b[off:end], off); err != nil {
 			return fmt.Errorf("devid: write NV index %#x: %w", uint32(NVIndex), err)
 		}
 	}
@@ -213,13 +226,25 @@ func store(rw io.ReadWriter, b []byte) error {
 // encode lays the three parts out as 16-bit length-prefixed fields: an NV
 // index is one blob, and the TPM's own size limit (2048 on libtpms) fits
 // them with room to spare.
-func (c Credential) encode() []byte {
+func (c Credential) encode() ([]byte, error) {
 	var b bytes.Buffer
 	for _, part := range [][]byte{c.CertPEM, c.Public, c.Private} {
-		_ = binary.Write(&b, binary.BigEndian, uint16(len(part)))
+		n, err := u16(len(part))
+		if err != nil {
+			return nil, err
+		}
+		_ = binary.Write(&b, binary.BigEndian, n)
 		b.Write(part)
 	}
-	return b.Bytes()
+	return b.Bytes(), nil
+}
+
+// u16 is n as a uint16, or an error when it does not fit.
+func u16(n int) (uint16, error) {
+	if n < 0 || n > math.MaxUint16 {
+		return 0, fmt.Errorf("devid: %d does not fit in 16 bits", n)
+	}
+	return uint16(n), nil
 }
 
 func decode(b []byte) (Credential, error) {
