@@ -281,9 +281,12 @@ func (f agentFiles) write(c machineConfig, tpmDevice string) error {
 	files := []agentFile{{f.bundle, []byte(c.TrustBundle)}}
 	attestor, tokenLine := "", ""
 	if c.Method == spire.MethodTPM {
-		cred, err := readDevID(tpmDevice)
+		// The DevID the host provisioned (devid.Provision). Nothing in it is
+		// secret: its private blob is wrapped by the TPM and useless anywhere
+		// else.
+		cred, err := devid.ReadPath(tpmDevice)
 		if err != nil {
-			return err
+			return fmt.Errorf("%w (--tpm-device)", err)
 		}
 		files = append(files, agentFile{f.devidCert, cred.CertPEM}, agentFile{f.devidPub, cred.Public}, agentFile{f.devidPriv, cred.Private})
 		attestor = fmt.Sprintf(`NodeAttestor "tpm_devid" {
@@ -338,23 +341,6 @@ type agentFile struct {
 	data []byte
 }
 
-// readDevID reads the DevID the host provisioned into the machine's TPM
-// (devid.Provision). Nothing in it is secret: its private blob is wrapped
-// by the TPM and useless anywhere else.
-func readDevID(device string) (devid.Credential, error) {
-	rw, err := devid.Open(device)
-	if err != nil {
-		return devid.Credential{}, fmt.Errorf("opening the TPM %s (--tpm-device): %w", device, err)
-	}
-	// A software TPM's socket connection closes after each command; a
-	// device is closed here.
-	defer func() { _ = rw.Close() }()
-	c, err := devid.Read(rw)
-	if err != nil {
-		return devid.Credential{}, fmt.Errorf("the TPM %s: %w", device, err)
-	}
-	return c, nil
-}
 
 // writeNew creates path (0600), refusing one that exists: remove just
 // deleted it, so one there now was put there by someone else.

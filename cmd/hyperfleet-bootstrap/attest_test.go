@@ -95,21 +95,29 @@ func testCtx(t *testing.T) context.Context {
 // credential endpoint.
 func (s *spireLab) machine(t *testing.T, name string) spire.MachineConfig {
 	t.Helper()
-	ctx := testCtx(t)
-	m := spire.MachineID{TrustDomain: attestTD, Installation: installation, Kind: "MachineClaim", Namespace: "ci", Name: name, UID: "uid-" + name}
-	tok, err := s.client.CreateJoinToken(ctx, m, 10*time.Minute)
+	m, mc := s.register(t, name)
+	tok, err := s.client.CreateJoinToken(testCtx(t), m, 10*time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
+	mc.JoinToken = tok.Value
+	return mc
+}
+
+// register is what the operator does for any attesting machine: the entry
+// for its bootstrap workload (this test process's uid). It returns the
+// machine and its configuration, without a token or a credential endpoint.
+func (s *spireLab) register(t *testing.T, name string) (spire.MachineID, spire.MachineConfig) {
+	t.Helper()
+	m := spire.MachineID{TrustDomain: attestTD, Installation: installation, Kind: "MachineClaim", Namespace: "ci", Name: name, UID: "uid-" + name}
 	w, err := m.Workload(spire.BootstrapWorkload)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.client.CreateEntry(ctx, spire.EntrySpec{SPIFFEID: w, Parent: m, Selectors: []spire.Selector{{Type: "unix", Value: fmt.Sprintf("uid:%d", os.Getuid())}}}); err != nil {
+	if _, err := s.client.CreateEntry(testCtx(t), spire.EntrySpec{SPIFFEID: w, Parent: m, Selectors: []spire.Selector{{Type: "unix", Value: fmt.Sprintf("uid:%d", os.Getuid())}}}); err != nil {
 		t.Fatal(err)
 	}
-	return spire.MachineConfig{
-		JoinToken:     tok.Value,
+	return m, spire.MachineConfig{
 		ServerAddress: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.srv.Port)),
 		TrustDomain:   attestTD,
 		TrustBundle:   string(s.bundle),
@@ -124,25 +132,12 @@ func (s *spireLab) machine(t *testing.T, name string) spire.MachineConfig {
 // (method tpm, no token) and the vTPM's socket.
 func (s *spireLab) tpmMachine(t *testing.T, name string) (spire.MachineConfig, string) {
 	t.Helper()
-	ctx := testCtx(t)
-	m := spire.MachineID{TrustDomain: attestTD, Installation: installation, Kind: "MachineClaim", Namespace: "ci", Name: name, UID: "uid-" + name}
-	if _, err := s.client.CreateTPMAlias(ctx, m, m.UID); err != nil {
+	m, mc := s.register(t, name)
+	if _, err := s.client.CreateTPMAlias(testCtx(t), m, m.UID); err != nil {
 		t.Fatal(err)
 	}
-	w, err := m.Workload(spire.BootstrapWorkload)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.client.CreateEntry(ctx, spire.EntrySpec{SPIFFEID: w, Parent: m, Selectors: []spire.Selector{{Type: "unix", Value: fmt.Sprintf("uid:%d", os.Getuid())}}}); err != nil {
-		t.Fatal(err)
-	}
-	return spire.MachineConfig{
-		Method:        spire.MethodTPM,
-		ServerAddress: net.JoinHostPort("127.0.0.1", strconv.Itoa(s.srv.Port)),
-		TrustDomain:   attestTD,
-		TrustBundle:   string(s.bundle),
-		SPIFFEID:      w,
-	}, s.tpm.NewTPM(t, m.UID).Path
+	mc.Method = spire.MethodTPM
+	return mc, s.tpm.NewTPM(t, m.UID).Path
 }
 
 // endpoint is a credential endpoint: it serves with an SVID for id, and

@@ -58,11 +58,7 @@ func TestTPMProvision(t *testing.T) {
 	if code := dispatch([]string{"tpm-provision", "--tpm", tpm.Path, "--devid-ca-cert", certFile, "--devid-ca-key", keyFile, "--common-name", uid}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	rw, err := devid.Open(tpm.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := devid.Read(rw)
+	c, err := devid.ReadPath(tpm.Path)
 	if err != nil {
 		t.Fatal(err)
 	}

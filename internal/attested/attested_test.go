@@ -69,15 +69,8 @@ func testCredentialsAfterAttestation(t *testing.T, o rigOptions) {
 	}
 	m.attested()
 	svid := time.Now()
-	code, body := m.fetchUntil("", time.Minute)
+	m.credentials(secretValue)
 	got := time.Now()
-	if code != http.StatusOK {
-		t.Fatalf("fetch: %d %s", code, body)
-	}
-	var creds map[string]string
-	if err := json.Unmarshal([]byte(body), &creds); err != nil || creds["apiKey"] != secretValue {
-		t.Fatalf("the credentials answered do not decode to the Secret's (%v)", err)
-	}
 	t.Logf("claim created → user data with its token: %s; agent start → SVID: %s; SVID → credentials: %s; claim created → credentials: %s",
 		issued.Sub(created).Round(time.Millisecond), svid.Sub(issued).Round(time.Millisecond), got.Sub(svid).Round(time.Millisecond), got.Sub(created).Round(time.Millisecond))
 
@@ -104,15 +97,10 @@ func testCredentialsAfterAttestation(t *testing.T, o rigOptions) {
 	if d := requests(t, attestation.ResultReplayed) - replayed; d != 1 {
 		t.Fatalf("replayed counted %v times, want 1", d)
 	}
-	var events corev1.EventList
-	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, e := range events.Items {
-		seen[e.Reason] = true
-		if strings.Contains(e.Message, secretValue) || strings.Contains(e.Message, m.config.JoinToken) {
-			t.Fatalf("event %s holds a secret", e.Reason)
+	seen := r.eventReasons(secretValue, m.config.JoinToken)
+	for _, want := range []string{"JoinTokenIssued", "CredentialsReleased"} {
+		if !seen[want] {
+			t.Fatalf("no %s event; saw %v", want, seen)
 		}
 	}
 	for _, want := range []string{"JoinTokenIssued", "CredentialsReleased"} {
@@ -124,16 +112,7 @@ func testCredentialsAfterAttestation(t *testing.T, o rigOptions) {
 	if left := r.leftInSPIRE(c); len(left) == 0 {
 		t.Fatal("SPIRE holds nothing for the claim before it is deleted; the cleanup check below would pass vacuously")
 	}
-	if err := r.lab.C.Delete(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	eventually.That(t, time.Minute, func() (bool, string) {
-		err := r.lab.Get(c)
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
-	if left := r.leftInSPIRE(c); len(left) > 0 {
-		t.Fatalf("left in SPIRE after the claim went: %v", left)
-	}
+	r.deleteClaim(c)
 	tokenSecret := &corev1.Secret{}
 	if err := r.lab.C.Get(context.Background(), client.ObjectKey{Namespace: r.lab.NS, Name: "worker-attestation"}, tokenSecret); !apierrors.IsNotFound(err) {
 		t.Fatalf("the join-token Secret is left: %v", err)

@@ -3,6 +3,7 @@ package attested_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -340,6 +341,57 @@ func (m *machine) fetchUntil(body string, timeout time.Duration) (int, string) {
 		return code != 0 && code != http.StatusServiceUnavailable, fmt.Sprintf("%d %s", code, text)
 	})
 	return code, text
+}
+
+// credentials fetches the machine's credentials (retrying 503) and checks
+// they decode to {"apiKey": want}.
+func (m *machine) credentials(want string) {
+	t := m.r.t
+	t.Helper()
+	code, body := m.fetchUntil("", time.Minute)
+	if code != http.StatusOK {
+		t.Fatalf("fetch: %d %s", code, body)
+	}
+	var creds map[string]string
+	if err := json.Unmarshal([]byte(body), &creds); err != nil || creds["apiKey"] != want {
+		t.Fatalf("the credentials answered do not decode to the Secret's (%v)", err)
+	}
+}
+
+// eventReasons are the reasons of the events in the lab's namespace; none
+// may hold one of secrets.
+func (r *rig) eventReasons(secrets ...string) map[string]bool {
+	r.t.Helper()
+	var events corev1.EventList
+	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
+		r.t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	for _, e := range events.Items {
+		seen[e.Reason] = true
+		for _, secret := range secrets {
+			if secret != "" && strings.Contains(e.Message, secret) {
+				r.t.Fatalf("event %s holds a secret", e.Reason)
+			}
+		}
+	}
+	return seen
+}
+
+// deleteClaim deletes c, waits until it is gone and checks SPIRE holds
+// nothing of its machine any more.
+func (r *rig) deleteClaim(c *hypervisorv1alpha1.MachineClaim) {
+	r.t.Helper()
+	if err := r.lab.C.Delete(context.Background(), c); err != nil {
+		r.t.Fatal(err)
+	}
+	eventually.That(r.t, time.Minute, func() (bool, string) {
+		err := r.lab.Get(c)
+		return apierrors.IsNotFound(err), fmt.Sprint(err)
+	})
+	if left := r.leftInSPIRE(c); len(left) > 0 {
+		r.t.Fatalf("left in SPIRE after the claim went: %v", left)
+	}
 }
 
 // attestation waits for the claim's attestation phase.

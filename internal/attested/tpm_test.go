@@ -1,17 +1,11 @@
 package attested_test
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
@@ -63,15 +57,8 @@ func testTPMAttestation(t *testing.T, o rigOptions) {
 	m := r.bootTPM("tpm-worker", string(c.UID))
 	m.attested()
 	svid := time.Now()
-	code, body := m.fetchUntil("", time.Minute)
+	m.credentials(secretValue)
 	got := time.Now()
-	if code != http.StatusOK {
-		t.Fatalf("fetch: %d %s", code, body)
-	}
-	var creds map[string]string
-	if err := json.Unmarshal([]byte(body), &creds); err != nil || creds["apiKey"] != secretValue {
-		t.Fatalf("the credentials answered do not decode to the Secret's (%v)", err)
-	}
 	t.Logf("tpm: agent start → SVID: %s; SVID → credentials: %s; claim created → credentials: %s",
 		svid.Sub(booted).Round(time.Millisecond), got.Sub(svid).Round(time.Millisecond), got.Sub(created).Round(time.Millisecond))
 	if code, _ := m.fetch(""); code != http.StatusConflict {
@@ -84,14 +71,7 @@ func testTPMAttestation(t *testing.T, o rigOptions) {
 	}
 	r.waitAttestation("tpm-worker", hypervisorv1alpha1.AttestationCredentialsReleased)
 
-	var events corev1.EventList
-	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
-		t.Fatal(err)
-	}
-	seen := map[string]bool{}
-	for _, e := range events.Items {
-		seen[e.Reason] = true
-	}
+	seen := r.eventReasons(secretValue)
 	if !seen["TPMAliasRegistered"] || seen["JoinTokenIssued"] {
 		t.Fatalf("events %v: want TPMAliasRegistered and no JoinTokenIssued", seen)
 	}
@@ -99,16 +79,7 @@ func testTPMAttestation(t *testing.T, o rigOptions) {
 	if left := r.leftInSPIRE(c); len(left) < 2 {
 		t.Fatalf("SPIRE holds %v for the claim before it is deleted; want its alias, entry and agent", left)
 	}
-	if err := r.lab.C.Delete(context.Background(), c); err != nil {
-		t.Fatal(err)
-	}
-	eventually.That(t, time.Minute, func() (bool, string) {
-		err := r.lab.Get(c)
-		return apierrors.IsNotFound(err), fmt.Sprint(err)
-	})
-	if left := r.leftInSPIRE(c); len(left) > 0 {
-		t.Fatalf("left in SPIRE after the claim went: %v", left)
-	}
+	r.deleteClaim(c)
 	if left := r.leftInSPIRE(other); len(left) == 0 {
 		t.Fatal("the other claim's alias, entry and agent went with this claim")
 	}

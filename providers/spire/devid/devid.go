@@ -199,6 +199,22 @@ func Read(rw io.ReadWriter) (Credential, error) {
 // a DevID's three parts take about 1.3 KiB.
 const maxNVSize = 2048
 
+// ReadPath opens the TPM at path (Open) and Reads the credential from it.
+func ReadPath(path string) (Credential, error) {
+	rw, err := Open(path)
+	if err != nil {
+		return Credential{}, fmt.Errorf("devid: open the TPM %s: %w", path, err)
+	}
+	// A software TPM's socket connection closes after each command, and
+	// closing it again fails: only a device needs this.
+	defer func() { _ = rw.Close() }()
+	c, err := Read(rw)
+	if err != nil {
+		return Credential{}, fmt.Errorf("the TPM %s: %w", path, err)
+	}
+	return c, nil
+}
+
 // store writes b into NVIndex, defining it at b's size first.
 func store(rw io.ReadWriter, b []byte) error {
 	size, err := u16(len(b))

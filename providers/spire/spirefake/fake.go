@@ -133,19 +133,24 @@ func (c *Client) CreateTPMAlias(_ context.Context, m spire.MachineID, commonName
 	if commonName == "" {
 		return spire.Entry{}, fmt.Errorf("%w: empty DevID subject CN", spire.ErrInvalidID)
 	}
-	c.s.mu.Lock()
-	defer c.s.mu.Unlock()
-	e := spire.Entry{SPIFFEID: m.String(), ParentID: "spiffe://" + c.s.TrustDomain + "/spire/server",
-		Selectors: []spire.Selector{spire.TPMSelector(commonName)}, NodeAlias: true}
-	for _, old := range c.s.entries {
-		if old.SPIFFEID == e.SPIFFEID && old.ParentID == e.ParentID && sameSelectors(old.Selectors, e.Selectors) {
-			return old, nil
+	return c.s.addEntry(spire.Entry{SPIFFEID: m.String(), ParentID: "spiffe://" + c.s.TrustDomain + "/spire/server",
+		Selectors: []spire.Selector{spire.TPMSelector(commonName)}, NodeAlias: true}), nil
+}
+
+// addEntry stores want, or returns the entry of the same ID, parent and
+// selectors already there, as the real server answers AlreadyExists.
+func (s *Server) addEntry(want spire.Entry) spire.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.entries {
+		if e.SPIFFEID == want.SPIFFEID && e.ParentID == want.ParentID && sameSelectors(e.Selectors, want.Selectors) {
+			return e
 		}
 	}
-	c.s.nextID++
-	e.ID = fmt.Sprintf("entry-%d", c.s.nextID)
-	c.s.entries[e.ID] = e
-	return e, nil
+	s.nextID++
+	want.ID = fmt.Sprintf("entry-%d", s.nextID)
+	s.entries[want.ID] = want
+	return want
 }
 
 func (c *Client) CreateEntry(_ context.Context, spec spire.EntrySpec) (spire.Entry, error) {
@@ -161,18 +166,7 @@ func (c *Client) CreateEntry(_ context.Context, spec spire.EntrySpec) (spire.Ent
 	if len(spec.Selectors) == 0 {
 		return spire.Entry{}, fmt.Errorf("spirefake: entry %s has no selectors", spec.SPIFFEID)
 	}
-	c.s.mu.Lock()
-	defer c.s.mu.Unlock()
-	want := spire.Entry{SPIFFEID: spec.SPIFFEID, ParentID: spec.Parent.String(), Selectors: slices.Clone(spec.Selectors)}
-	for _, e := range c.s.entries {
-		if e.SPIFFEID == want.SPIFFEID && e.ParentID == want.ParentID && sameSelectors(e.Selectors, want.Selectors) {
-			return e, nil
-		}
-	}
-	c.s.nextID++
-	want.ID = fmt.Sprintf("entry-%d", c.s.nextID)
-	c.s.entries[want.ID] = want
-	return want, nil
+	return c.s.addEntry(spire.Entry{SPIFFEID: spec.SPIFFEID, ParentID: spec.Parent.String(), Selectors: slices.Clone(spec.Selectors)}), nil
 }
 
 func sameSelectors(a, b []spire.Selector) bool {

@@ -104,11 +104,7 @@ func (l *TPMLab) Provision(t testing.TB, path, commonName string) devid.Credenti
 // stops it.
 func (s *Server) StartTPMAgent(t testing.TB, tpm *TPM, bundle []byte) *Agent {
 	t.Helper()
-	rw, err := devid.Open(tpm.Path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := devid.Read(rw)
+	c, err := devid.ReadPath(tpm.Path)
 	if err != nil {
 		t.Fatal(err)
 	}
