@@ -39,10 +39,10 @@ func (r *Reconciler) readJobs(ctx context.Context, s *scope) (skeleton.Result, e
 // (joblist): a pool takes it when it started less than the pool's interval
 // ago and after the listing the pool's last poll used, else lists (once for
 // every pool asking meanwhile), so pools of one repository poll it once an
-// interval between them; the routing below is the pool's own. The interval
-// is then counted from the listing, not the change: a change GitHub shows
-// just after a shared listing started counts until the next one, at most
-// two intervals. A
+// interval between them; the routing below is the pool's own. The next
+// poll is due when the listing this one took is an interval old, not an
+// interval after this poll (pollDue), so a shared listing taken late does
+// not stretch the bound to two intervals. A
 // waiting or queued record GitHub does not list is read on its own before
 // it is closed: a job still queued is never dropped because a listing
 // missed it. A failed poll is only logged; the records still scale the pool.
@@ -51,8 +51,11 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 	if w := s.pool.Spec.WebhookScaling; w != nil && w.PollInterval != nil {
 		interval = w.PollInterval.Duration
 	}
-	if interval <= 0 || s.demand == nil || s.now.Sub(s.mem.lastPoll) < interval {
+	if interval <= 0 || s.demand == nil {
 		return skeleton.Continue(), nil
+	}
+	if left := pollDue(s.now, s.mem.lastPoll, r.Jobs.Now(), s.mem.lastJobs, interval); left > 0 {
+		return skeleton.Requeue(left), nil
 	}
 	log := ctrl.LoggerFrom(ctx)
 	snap, err := r.Jobs.Get(ctx, s.gh, s.gscope, interval, s.mem.lastJobs)
@@ -62,9 +65,15 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 	}
 	jobs := snap.Jobs
 	s.mem.lastPoll, s.mem.lastJobs = s.now, snap.Started
+	// A shared listing that started well before this poll makes the next
+	// one due sooner than an interval from now.
+	res := skeleton.Continue()
+	if left := pollDue(s.now, s.mem.lastPoll, r.Jobs.Now(), s.mem.lastJobs, interval); left > 0 {
+		res = skeleton.Requeue(left)
+	}
 	var pools hypervisorv1alpha1.RunnerPoolList
 	if err := r.Client.List(ctx, &pools); err != nil {
-		return skeleton.Continue(), nil
+		return res, nil
 	}
 	key := client.ObjectKeyFromObject(s.pool)
 	byID := map[int64]*hypervisorv1alpha1.RunnerJob{}
@@ -113,7 +122,20 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 	if changes > 0 {
 		log.V(1).Info("Polled jobs changed the pool's demand", "changes", changes, "queued", s.demand.queued, "waiting", s.demand.waiting)
 	}
-	return skeleton.Continue(), nil
+	return res, nil
+}
+
+// pollDue says how long until the pool's demand poll is due; zero or less
+// is now. The pool sees GitHub as the listing its last poll took, which a
+// shared listing makes up to an interval older than that poll: counted from
+// the poll, a change GitHub showed just after such a listing started would
+// count for up to two intervals. So the poll is due once that listing
+// (started lastList by the listings' clock, listNow) is an interval old;
+// or an interval after the last poll by the pool's clock, which is the
+// listings' clock in production and lets the suites' fake clock make polls
+// due. A pool that never polled is due at once.
+func pollDue(now, lastPoll, listNow, lastList time.Time, interval time.Duration) time.Duration {
+	return min(interval-now.Sub(lastPoll), interval-listNow.Sub(lastList))
 }
 
 // confirmUnlisted reads, one by one, the waiting and queued records GitHub
