@@ -341,7 +341,6 @@ type agentFile struct {
 	data []byte
 }
 
-
 // writeNew creates path (0600), refusing one that exists: remove just
 // deleted it, so one there now was put there by someone else.
 func writeNew(path string, data []byte) error {
