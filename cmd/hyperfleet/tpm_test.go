@@ -17,31 +17,21 @@ import (
 // given CA, into a real (software) TPM, where the machine reads it back;
 // missing flags and a key that is not the CA's are refused by name.
 func TestTPMProvision(t *testing.T) {
-	if err := swtpmlocal.Check(); err != nil {
-		t.Fatal(err)
-	}
 	dir, err := os.MkdirTemp("", "hftpm") // short: the TPM's socket path
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	m, err := swtpmlocal.NewManufacturer(filepath.Join(dir, "ca"))
+	host, err := swtpmlocal.NewHost(filepath.Join(dir, "host"), "host CA")
 	if err != nil {
 		t.Fatal(err)
 	}
-	state := filepath.Join(dir, "vm")
-	if err := m.Manufacture(state); err != nil {
-		t.Fatal(err)
-	}
-	tpm, err := swtpmlocal.Start(state)
+	tpm, err := host.Machine(filepath.Join(dir, "vm"), "") // unprovisioned: the command does it
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tpm.Stop)
-	ca, err := devid.NewAuthority("host CA")
-	if err != nil {
-		t.Fatal(err)
-	}
+	ca := host.Authority
 	keyPEM, err := ca.KeyPEM()
 	if err != nil {
 		t.Fatal(err)

@@ -19,7 +19,6 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/runnersim"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/providers/spire/devid"
 	"github.com/hyperfleet/hyperfleet/providers/spire/devid/swtpmlocal"
 	"github.com/hyperfleet/hyperfleet/providers/spire/spirelocal"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
@@ -32,9 +31,8 @@ import (
 // `attest` against it. The SPIRE server trusts its local CA and DevID
 // authority.
 type tpmHost struct {
-	dir          string
-	manufacturer *swtpmlocal.Manufacturer
-	authority    devid.Authority
+	dir  string
+	host *swtpmlocal.Host
 
 	mu       sync.Mutex
 	machines map[string]context.CancelFunc // claim UID → its machine's stop
@@ -45,32 +43,12 @@ type tpmHost struct {
 // newTPMHost sets up the host's vTPM manufacturer and DevID authority in
 // dir and returns the SPIRE server's tpm_devid configuration trusting them.
 func newTPMHost(dir string) (*tpmHost, *spirelocal.TPM, error) {
-	if err := swtpmlocal.Check(); err != nil {
+	host, err := swtpmlocal.NewHost(dir, "HyperFleet sandbox DevID CA")
+	if err != nil {
 		return nil, nil, fmt.Errorf("the TPM demo machine's vTPM: %w", err)
 	}
-	h := &tpmHost{dir: dir, machines: map[string]context.CancelFunc{}}
-	var err error
-	if h.manufacturer, err = swtpmlocal.NewManufacturer(filepath.Join(dir, "localca")); err != nil {
-		return nil, nil, err
-	}
-	// swtpm_localca makes its CA with its first TPM.
-	if err := h.manufacturer.Manufacture(filepath.Join(dir, "first")); err != nil {
-		return nil, nil, err
-	}
-	if h.authority, err = devid.NewAuthority("HyperFleet sandbox DevID CA"); err != nil {
-		return nil, nil, err
-	}
-	ek, err := h.manufacturer.EndorsementCA()
-	if err != nil {
-		return nil, nil, err
-	}
-	conf := &spirelocal.TPM{DevIDCA: filepath.Join(dir, "devid-ca.pem"), EndorsementCA: filepath.Join(dir, "endorsement-ca.pem")}
-	for path, data := range map[string][]byte{conf.DevIDCA: h.authority.CertPEM(), conf.EndorsementCA: ek} {
-		if err := os.WriteFile(path, data, 0o600); err != nil {
-			return nil, nil, err
-		}
-	}
-	return h, conf, nil
+	h := &tpmHost{dir: dir, host: host, machines: map[string]context.CancelFunc{}}
+	return h, &spirelocal.TPM{DevIDCA: host.DevIDCA, EndorsementCA: host.EndorsementCA}, nil
 }
 
 // start boots a machine for every Ready claim of namespace that attests
@@ -133,21 +111,11 @@ func (h *tpmHost) scan(ctx context.Context, c client.Client, namespace string, r
 // keeps the machine's identity until the machine stops.
 func (h *tpmHost) boot(ctx context.Context, c client.Client, claim *hypervisorv1alpha1.MachineClaim, r *attestationRig, n int) error {
 	dir := filepath.Join(h.dir, "m"+strconv.Itoa(n))
-	if err := h.manufacturer.Manufacture(dir); err != nil {
-		return err
-	}
-	tpm, err := swtpmlocal.Start(dir)
+	tpm, err := h.host.Machine(dir, string(claim.UID))
 	if err != nil {
 		return err
 	}
 	defer tpm.Stop()
-	rw, err := devid.Open(tpm.Path)
-	if err != nil {
-		return err
-	}
-	if _, err := devid.Provision(rw, h.authority, string(claim.UID)); err != nil {
-		return err
-	}
 	ud, err := runnersim.SecretUserData(ctx, c, claim)
 	if err != nil {
 		return err
