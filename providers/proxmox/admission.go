@@ -110,6 +110,27 @@ func (a *admission) admit(w waiter, queue bool) (string, bool) {
 	return "", false
 }
 
+// offer reports whether w could take a slot now — it holds one, one is
+// reserved for it, or one of its nodes has one free — without taking it;
+// if not, it queues w, as admit would.
+func (a *admission) offer(w waiter) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if _, ok := a.byVMID[w.vmid]; ok {
+		return true
+	}
+	if _, ok := a.reserved[w.vmid]; ok {
+		return true
+	}
+	for _, n := range w.nodes {
+		if a.fits(n, w.storage) {
+			return true
+		}
+	}
+	a.enqueue(w)
+	return false
+}
+
 // free reports whether a clone could start on node and storage now.
 func (a *admission) free(node, storage string) bool {
 	a.mu.Lock()

@@ -142,32 +142,13 @@ func provisioning(spec providers.MachineSpec, progress string) providers.Machine
 // clone resolves the template, picks a node with a free clone slot and starts
 // the clone. The description carries the owner from the first instant.
 func (p *Provider) clone(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
-	rs, err := p.placementResources(ctx)
+	src, w, storage, err := p.placement(ctx, spec)
 	if err != nil {
 		return providers.Machine{}, err
 	}
-	src, err := resolveTemplate(rs, spec.Proxmox)
-	if err != nil {
-		return providers.Machine{}, err
-	}
-	storage := spec.Proxmox.Storage
-	if storage == "" {
-		storage = p.cfg.DefaultStorage
-	}
-	if err := p.syncAdmission(ctx); err != nil {
-		return providers.Machine{}, err
-	}
-	nodes, slotStorage, err := p.candidates(rs, src, spec.Proxmox, storage, spec.MemoryMiB)
-	if err != nil {
-		return providers.Machine{}, err
-	}
-	node, ok := p.admission.admit(waiter{vmid: spec.Ref.VMID, owner: spec.Owner, since: spec.Requested, nodes: nodes, storage: slotStorage}, true)
+	node, ok := p.admission.admit(w, true)
 	if !ok {
-		// The message names no node: it stays the same while the claim
-		// waits, so waiting writes nothing.
-		return providers.Machine{}, providers.Queued("CloneQueued", 3*time.Second,
-			fmt.Errorf("every node and storage it may use is at its concurrent-clone limit (%d per node, %d per storage); it is next once those ahead of it have started",
-				p.cfg.MaxClonesPerNode, p.cfg.MaxClonesPerStorage))
+		return providers.Machine{}, p.queued()
 	}
 	srcVM := &proxmox.VirtualMachine{}
 	srcVM.New(p.client, src.Node, int(src.VMID)) //nolint:gosec // VMIDs fit int

@@ -9,11 +9,13 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
-// Checked is what Violations reads: conditions and observedGeneration.
+// Checked is what Violations reads: conditions, observedGeneration and
+// whether the object is being deleted.
 type Checked interface {
 	meta.ConditionsAccessor
 	meta.ObservedGenerationAccessor
 	GetGeneration() int64
+	GetDeletionTimestamp() *metav1.Time
 }
 
 // Violations lists how obj breaks the kstatus contract that Argo CD and
@@ -24,7 +26,10 @@ type Checked interface {
 //   - a condition without a reason, or with an unknown status;
 //   - a condition's observedGeneration ahead of the object's generation;
 //   - after a successful reconcile (reconciled), status.observedGeneration
-//     behind the generation, or no Ready condition at all.
+//     behind the generation (unless the object is being deleted: kstatus
+//     reads deletionTimestamp first and says Terminating, and deletion
+//     bumps the generation of an object about to go), or no Ready
+//     condition at all.
 func Violations(obj Checked, reconciled bool) []string {
 	var out []string
 	conds := obj.GetConditions()
@@ -53,7 +58,7 @@ func Violations(obj Checked, reconciled bool) []string {
 		}
 	}
 	if reconciled {
-		if og := obj.GetObservedGeneration(); og < gen {
+		if og := obj.GetObservedGeneration(); og < gen && obj.GetDeletionTimestamp() == nil {
 			out = append(out, fmt.Sprintf("status.observedGeneration %d is behind generation %d after a successful reconcile", og, gen))
 		}
 		if apimeta.FindStatusCondition(conds, meta.ReadyCondition) == nil {

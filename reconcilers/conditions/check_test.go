@@ -12,7 +12,10 @@ import (
 type checked struct {
 	obj
 	gen, observed int64
+	deleted       *metav1.Time
 }
+
+func (c *checked) GetDeletionTimestamp() *metav1.Time { return c.deleted }
 
 func (c *checked) GetGeneration() int64          { return c.gen }
 func (c *checked) GetObservedGeneration() int64  { return c.observed }
@@ -47,6 +50,11 @@ func TestViolations(t *testing.T) {
 				t.Fatalf("violations = %q, want one containing %q", got, tc.want)
 			}
 		})
+	}
+	// Behind while being deleted is fine: kstatus says Terminating.
+	deleting := &checked{obj: obj{conds: []metav1.Condition{cond(meta.ReadyCondition, metav1.ConditionTrue, "R")}}, gen: 2, observed: 1, deleted: &metav1.Time{}}
+	if v := Violations(deleting, true); len(v) > 0 {
+		t.Errorf("an object being deleted, observed one generation behind: %v", v)
 	}
 	for _, s := range []State{Ready, Progressing, Waiting, Stalled, Finished} {
 		c := &checked{gen: 4, observed: 4}

@@ -190,6 +190,9 @@ type scope struct {
 	// progress: what making the machine is at before the provider reports
 	// on it (a reference chosen, an address taken).
 	progress string
+	// unrecorded: the machine's reference was chosen in this reconcile and
+	// is not yet in status; it must be before a create call.
+	unrecorded bool
 	// machine: the machine as the provider last reported it.
 	machine *providers.Machine
 	// deletion: the machine is being deleted.

@@ -171,10 +171,10 @@ func (r *Reconciler) deadlines(ctx context.Context, s *scope) (skeleton.Result, 
 	return skeleton.Continue(), nil
 }
 
-// assignReference takes the machine's reference from the provider and
-// writes it to status before any create call, so a crash after the call
-// finds the same machine instead of making a twin.
-func (r *Reconciler) assignReference(ctx context.Context, s *scope) (skeleton.Result, error) {
+// assignReference takes the machine's reference from the provider. It is
+// written to status before any create call (provision's record), so a
+// crash after the call finds the same machine instead of making a twin.
+func (r *Reconciler) assignReference(_ context.Context, s *scope) (skeleton.Result, error) {
 	c := s.claim
 	if c.Status.MachineName != "" {
 		return skeleton.Continue(), nil
@@ -182,10 +182,28 @@ func (r *Reconciler) assignReference(ctx context.Context, s *scope) (skeleton.Re
 	ref := s.provider.Reference(owner(c))
 	setReference(c, ref)
 	s.progress = "chose machine " + ref.Name
-	if err := r.checkpoint(ctx, s); err != nil {
-		return skeleton.Stop(), err
-	}
+	s.unrecorded = true
 	return skeleton.Continue(), nil
+}
+
+// record writes a reference chosen in this reconcile to status before the
+// first create call. A provider that queues machines (an Admitter) is asked
+// first: a machine that must wait makes nothing, and its reference goes
+// with the wait in the reconcile's one status write.
+func (r *Reconciler) record(ctx context.Context, s *scope, spec providers.MachineSpec) (stop bool, res skeleton.Result, err error) {
+	if !s.unrecorded {
+		return false, skeleton.Continue(), nil
+	}
+	if a, ok := s.provider.(providers.Admitter); ok {
+		if err := a.Admit(ctx, spec); err != nil {
+			res, err := r.providerError(s, err)
+			return true, res, err
+		}
+	}
+	if err := r.checkpoint(ctx, s); err != nil {
+		return true, skeleton.Stop(), err
+	}
+	return false, skeleton.Continue(), nil
 }
 
 // ensureAddress gives a claim on a static-addressed template its address,
@@ -254,6 +272,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 			return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
 		}
 		spec.CloudInit.UserData = ud
+	}
+	if stop, res, err := r.record(ctx, s, spec); stop {
+		return res, err
 	}
 	m, err := s.provider.Create(ctx, spec)
 	if errors.Is(err, providers.ErrNameTaken) {
@@ -412,7 +433,11 @@ func (r *Reconciler) providerError(s *scope, err error) (skeleton.Result, error)
 // recorded (a create after a reference or an address was chosen), and
 // takes it as the base of the final write.
 func (r *Reconciler) checkpoint(ctx context.Context, s *scope) error {
-	return s.patch.Checkpoint(ctx, computeStatus(s, nil))
+	if err := s.patch.Checkpoint(ctx, computeStatus(s, nil)); err != nil {
+		return err
+	}
+	s.unrecorded = false
+	return nil
 }
 
 // setReference records the reference a provider proposed.

@@ -139,7 +139,7 @@ func terminal(p hypervisorv1alpha1.MachinePhase) bool {
 
 // recordTransition emits an event named for the new phase when the phase
 // changed: a Warning for Failed or Stalled. The steps of a normal start
-// (being made, running) are no event, as a Performer's normal start is
+// (queued for a turn, being made, running) are no event, as a Performer's normal start is
 // none: every claim takes them, and an event is an API-server write per
 // claim of a burst. Ready is one, and so is every step back or failure.
 func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from hypervisorv1alpha1.MachinePhase, summary conditions.Summary, s *scope) {
@@ -148,7 +148,11 @@ func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from h
 	}
 	warning := c.Status.Phase == hypervisorv1alpha1.MachineFailed || summary.State == conditions.Stalled
 	to := c.Status.Phase
-	normalStart := (to == hypervisorv1alpha1.MachineProvisioning && (from == "" || from == hypervisorv1alpha1.MachinePending)) ||
+	// Waiting for a turn (a clone slot) is a normal start under a burst,
+	// Pending with Reconciling: any other wait is worth an event.
+	queued := from == "" && to == hypervisorv1alpha1.MachinePending && summary.State == conditions.Progressing
+	normalStart := queued ||
+		(to == hypervisorv1alpha1.MachineProvisioning && (from == "" || from == hypervisorv1alpha1.MachinePending)) ||
 		(from == hypervisorv1alpha1.MachineProvisioning && to == hypervisorv1alpha1.MachineRunning)
 	if normalStart && !warning {
 		return

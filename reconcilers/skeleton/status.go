@@ -96,9 +96,17 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 	if summary.Reason != "" {
 		conditions.Set(obj, gen, summary)
 	}
-	if err == nil || terminal {
+	switch {
+	case obj.GetDeletionTimestamp() != nil && summary.Reason == "":
+		// Deletion bumps the generation. A reconcile of an object being
+		// deleted that concluded nothing new (a deletion under way, as
+		// asked) does not stamp it: kstatus reads deletionTimestamp before
+		// observedGeneration and says Terminating, and the stamp alone
+		// would be one more write per object about to go.
+		obj.SetObservedGeneration(p.before.GetObservedGeneration())
+	case err == nil || terminal:
 		obj.SetObservedGeneration(gen)
-	} else {
+	default:
 		obj.SetObservedGeneration(p.before.GetObservedGeneration())
 	}
 	// The check sees the status as this reconcile concluded it: the patch

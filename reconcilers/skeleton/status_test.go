@@ -95,6 +95,46 @@ func TestFinalizeKeepsObservedGenerationOnError(t *testing.T) {
 	}
 }
 
+// Deletion bumps the generation; a reconcile that only sees the deletion
+// under way writes nothing (kstatus says Terminating from the
+// deletionTimestamp), while one that concludes something writes it.
+func TestFinalizeOfADeletionUnderWayWritesNothing(t *testing.T) {
+	ctx := context.Background()
+	claim := newClaim(t)
+	p := skeleton.NewStatusPatch(testenv.Client(), claim)
+	if err := p.EnsureFinalizer(ctx, "test.hyperfleet.io/cleanup"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.Finalize(ctx, progressing, ctrl.Result{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := testenv.Client().Delete(ctx, reread(t, claim)); err != nil {
+		t.Fatal(err)
+	}
+	deleting := reread(t, claim)
+	if deleting.Generation == deleting.Status.ObservedGeneration {
+		t.Fatalf("generation %d after the deletion, observed %d: the API server no longer bumps it, so this test shows nothing",
+			deleting.Generation, deleting.Status.ObservedGeneration)
+	}
+	if _, err := skeleton.NewStatusPatch(testenv.Client(), deleting).Finalize(ctx, conditions.Summary{}, ctrl.Result{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := reread(t, claim); got.ResourceVersion != deleting.ResourceVersion {
+		t.Fatalf("a deletion under way was written (resourceVersion %s → %s, status %+v)", deleting.ResourceVersion, got.ResourceVersion, got.Status)
+	}
+	failing := conditions.Summary{State: conditions.Waiting, Reason: "DeleteFailed", Message: "retrying"}
+	if _, err := skeleton.NewStatusPatch(testenv.Client(), deleting).Finalize(ctx, failing, ctrl.Result{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := reread(t, claim); got.Status.ObservedGeneration != got.Generation || !apimeta.IsStatusConditionFalse(got.Status.Conditions, meta.ReadyCondition) {
+		t.Fatalf("status %+v; want the failing deletion written for generation %d", got.Status, got.Generation)
+	}
+	p = skeleton.NewStatusPatch(testenv.Client(), reread(t, claim))
+	if err := p.ReleaseFinalizer(ctx, "test.hyperfleet.io/cleanup"); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestFinalizeStalledIsTerminal(t *testing.T) {
 	claim := newClaim(t)
 	p := skeleton.NewStatusPatch(testenv.Client(), claim)
