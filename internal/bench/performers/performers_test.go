@@ -143,7 +143,7 @@ var performerName = regexp.MustCompile(`p\d{5}`)
 // writesPerPerformer attributes the operator's writes to the Performer
 // each was about. To served: every write up to the moment its Pod and
 // Service both existed, and the status write that reported them (the
-// first after). To Ready: every write up to the moment it said Ready. A
+// first after, unless one came before). To Ready: every write up to the moment it said Ready. A
 // write naming no Performer (a Pod created by generateName, if the audit
 // event carries no name) is shared out evenly.
 func writesPerPerformer(t *tracker, reqs []request) (served, ready float64) {
@@ -171,12 +171,17 @@ func writesPerPerformer(t *tracker, reqs []request) (served, ready float64) {
 	var sumServed, sumReady int
 	for name, rs := range per {
 		sort.Slice(rs, func(i, j int) bool { return rs[i].Received.Before(rs[j].Received) })
-		statusAfter := false
+		// The tracker sees the Pod and Service through its own watch, a
+		// moment after they exist; a status write that reported them can
+		// come before that moment, and is then the one counted.
+		reported := false
 		for _, r := range rs {
+			status := r.Object.Resource == "performers" && r.Object.Subresource == "status"
 			if at, ok := t.served[name]; ok && !r.Received.After(at) {
 				sumServed++
-			} else if ok && !statusAfter && r.Object.Resource == "performers" && r.Object.Subresource == "status" {
-				statusAfter = true
+				reported = reported || status
+			} else if ok && !reported && status {
+				reported = true
 				sumServed++
 			}
 			if at, ok := t.perf[name]; ok && !r.Received.After(at) {
