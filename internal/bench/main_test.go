@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"context"
 	"maps"
 	"net/http"
 	"slices"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/kustomize/admission"
 )
 
 // apiRequests counts every request the manager sends to the API server, so a
@@ -26,6 +28,11 @@ var apiRequests = &requestCounter{}
 func TestMain(m *testing.M) {
 	testenv.MainWith(m, func() (func(), error) {
 		ctrl.SetLogger(logr.Discard())
+		// As kustomize/ installs it: the API server stores each new claim
+		// with its finalizer.
+		if err := admission.Install(context.Background(), testenv.Client()); err != nil {
+			return nil, err
+		}
 		cfg := testenv.Config()
 		// config.GetConfig, which the production binary uses, turns client-side
 		// rate limiting off (QPS -1) and leaves throttling to the API server's

@@ -79,6 +79,14 @@ func rel(from, root, dir string) string {
 	return filepath.ToSlash(r)
 }
 
+// clusterScopedUnknownToKustomize are cluster-scoped kinds newer than
+// kustomize's built-in schema, which gives them the base's namespace. The API
+// server drops it; the chart and the checks here leave it out.
+var clusterScopedUnknownToKustomize = map[string]bool{
+	"MutatingAdmissionPolicy.admissionregistration.k8s.io":        true,
+	"MutatingAdmissionPolicyBinding.admissionregistration.k8s.io": true,
+}
+
 func build(path string) ([]*unstructured.Unstructured, error) {
 	res, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), path)
 	if err != nil {
@@ -94,6 +102,9 @@ func build(path string) ([]*unstructured.Unstructured, error) {
 		u := &unstructured.Unstructured{}
 		if err := u.UnmarshalJSON(data); err != nil {
 			return nil, fmt.Errorf("kustomize build %s: %s: %w", path, r.CurId(), err)
+		}
+		if clusterScopedUnknownToKustomize[u.GroupVersionKind().GroupKind().String()] {
+			u.SetNamespace("")
 		}
 		out = append(out, u)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/kustomize/admission"
 	"github.com/hyperfleet/hyperfleet/kustomize/crd"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
@@ -125,6 +126,10 @@ func Run(ctx context.Context, o Options) error {
 		return err
 	}
 	if err := ensureNamespace(ctx, c, o.Manager.OperatorNamespace); err != nil {
+		return err
+	}
+	say("==> Installing the admission policy that stores new MachineClaims with their finalizer")
+	if err := admission.Install(ctx, c); err != nil {
 		return err
 	}
 

@@ -110,9 +110,11 @@ func (a *admission) admit(w waiter, queue bool) (string, bool) {
 	return "", false
 }
 
-// offer reports whether w could take a slot now — it holds one, one is
-// reserved for it, or one of its nodes has one free — without taking it;
-// if not, it queues w, as admit would.
+// offer reports whether w can take a slot now: it holds one, one is
+// reserved for it, or one of its nodes has one free, which is then
+// reserved for it (so that of a burst of offers only as many pass as there
+// are slots, and the rest queue at once). If not, it queues w, as admit
+// would.
 func (a *admission) offer(w waiter) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -124,6 +126,7 @@ func (a *admission) offer(w waiter) bool {
 	}
 	for _, n := range w.nodes {
 		if a.fits(n, w.storage) {
+			a.reserve(w.vmid, slot{n, w.storage})
 			return true
 		}
 	}
@@ -245,16 +248,22 @@ func (a *admission) handOut() []providers.Owner {
 			if !a.fits(n, w.storage) {
 				continue
 			}
-			a.take(n, w.storage)
-			a.gen++
-			a.reserved[w.vmid] = reservation{slot{n, w.storage}, a.gen}
-			vmid, gen := w.vmid, a.gen
-			time.AfterFunc(a.reservationTTL, func() { a.expire(vmid, gen) })
+			a.reserve(w.vmid, slot{n, w.storage})
 			woken = append(woken, w.owner)
 			break
 		}
 	}
 	return woken
+}
+
+// reserve takes s and keeps it for vmid until its owner comes for it, at
+// most reservationTTL. The caller holds a.mu.
+func (a *admission) reserve(vmid int, s slot) {
+	a.take(s.node, s.storage)
+	a.gen++
+	a.reserved[vmid] = reservation{s, a.gen}
+	gen := a.gen
+	time.AfterFunc(a.reservationTTL, func() { a.expire(vmid, gen) })
 }
 
 // expire gives a reservation its owner never came for to the next in line;

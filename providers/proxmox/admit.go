@@ -10,11 +10,13 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 )
 
-// Admit says whether spec's clone could start now (providers.Admitter),
+// Admit says whether spec's clone can start now (providers.Admitter),
 // asked before the claim records the machine's reference: when every node
 // and storage the clone may use is at its limit, the request joins the clone
 // queue in its place and gets ErrQueued, and nothing is made. A free slot
-// is not taken here but by Create, once the reference is recorded.
+// is reserved for it, as a freed one is for the head of the queue: Create,
+// once the reference is recorded, takes it; if Create never comes, the
+// reservation lapses to the next in line.
 func (p *Provider) Admit(ctx context.Context, spec providers.MachineSpec) error {
 	if spec.Ref.VMID < 100 || spec.Proxmox == nil || spec.Owner.UID == "" {
 		return nil // Create refuses it, saying why

@@ -34,7 +34,7 @@ import (
 )
 
 // Finalizer keeps a claim until its machine is deleted (or the deadline passes).
-const Finalizer = "hypervisor.hyperfleet.io/machine"
+const Finalizer = hypervisorv1alpha1.MachineClaimFinalizer
 
 const templateRefIndex = "machineclaim.templateRef"
 

@@ -721,7 +721,9 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels,
-			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)}},
+			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)},
+			// Made with it, so the claim's reconciler need not write it.
+			Finalizers: []string{hypervisorv1alpha1.MachineClaimFinalizer}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef:          pool.Spec.TemplateRef,
 			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},

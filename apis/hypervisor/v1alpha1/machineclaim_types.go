@@ -21,6 +21,12 @@ import (
 // knows metav1.Duration is a string, and refuses a Pattern on an untyped
 // field.
 
+// MachineClaimFinalizer keeps a claim until its machine is deleted. The API
+// server adds it as it stores a new claim (kustomize/admission), a RunnerPool
+// sets it on the claims it makes, and the operator adds it to any claim
+// without it before it makes anything: each saves the write of adding it.
+const MachineClaimFinalizer = "hypervisor.hyperfleet.io/machine"
+
 // MachinePhase is the short lifecycle state shown by kubectl get.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Running;Ready;Stopping;Terminated;Failed
 type MachinePhase string

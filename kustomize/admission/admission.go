@@ -1,0 +1,81 @@
+// Package admission embeds the admission policies kustomize/ ships, so the
+// benchmarks, the sandbox and their tests install exactly what a cluster
+// gets.
+package admission
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"bytes"
+	"errors"
+	"io"
+)
+
+//go:embed machineclaim-finalizer.yaml
+var machineClaimFinalizer []byte
+
+// Objects returns the policies and their bindings.
+func Objects() ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(machineClaimFinalizer), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out, nil
+			}
+			return nil, fmt.Errorf("decoding machineclaim-finalizer.yaml: %w", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+// Install creates the policies and bindings, leaving any already there,
+// and returns once the API server applies them: it picks a new policy up
+// from its own informer, a moment later, and a claim created before then
+// would be stored without the finalizer (which the operator then adds, at
+// the cost of the write the policy saves).
+func Install(ctx context.Context, c client.Client) error {
+	objs, err := Objects()
+	if err != nil {
+		return err
+	}
+	for _, o := range objs {
+		if err := c.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("creating %s %s: %w", o.GetKind(), o.GetName(), err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	for {
+		// A dry run passes admission and stores nothing.
+		probe := &hypervisorv1alpha1.MachineClaim{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, GenerateName: "admission-probe-"},
+			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "probe"}},
+		}
+		err := c.Create(ctx, probe, client.DryRunAll)
+		if err == nil && len(probe.Finalizers) > 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the API server did not apply the MachineClaim finalizer policy within a minute (last: %v)", err)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
