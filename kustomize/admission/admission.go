@@ -74,7 +74,10 @@ func Install(ctx context.Context, c client.Client) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the API server did not apply the MachineClaim finalizer policy within a minute (last: %v)", err)
+			if err != nil {
+				return fmt.Errorf("the API server did not apply the MachineClaim finalizer policy within a minute: %w", err)
+			}
+			return errors.New("the API server did not apply the MachineClaim finalizer policy within a minute: a dry-run claim came back without a finalizer")
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
