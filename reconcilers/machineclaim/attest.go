@@ -80,7 +80,7 @@ func attesting(t *hypervisorv1alpha1.HypervisorMachineTemplate) bool {
 // machine proves it is this claim's.
 func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c, t := s.claim, s.template
-	if !attesting(t) || c.Status.StartTime != nil {
+	if !attesting(t) || r.started(c) {
 		return skeleton.Continue(), nil
 	}
 	a := t.Spec.Attestation

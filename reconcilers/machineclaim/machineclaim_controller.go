@@ -66,6 +66,7 @@ type Reconciler struct {
 	MaxConcurrentReconciles int
 
 	backoff backoff
+	booting booting
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;update;patch

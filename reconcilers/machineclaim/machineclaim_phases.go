@@ -85,6 +85,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}
 	r.backoff.reset(claim.UID)
+	r.booting.forget(claim.UID)
 	r.deleteOwnedUserData(ctx, claim)
 	r.forgetAttestation(ctx, claim, r.templateOf(ctx, claim))
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
@@ -212,7 +213,7 @@ func (r *Reconciler) record(ctx context.Context, s *scope, spec providers.Machin
 func (r *Reconciler) ensureAddress(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c := s.claim
 	pool := staticPool(s.template)
-	if c.Status.StartTime != nil || len(pool) == 0 {
+	if r.started(c) || len(pool) == 0 {
 		return skeleton.Continue(), nil
 	}
 	if c.Status.AssignedAddress != "" && c.Status.ProviderID == "" {
@@ -245,7 +246,7 @@ func (r *Reconciler) ensureAddress(ctx context.Context, s *scope) (skeleton.Resu
 // until it has started.
 func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c := s.claim
-	if c.Status.StartTime != nil {
+	if r.started(c) {
 		return skeleton.Continue(), nil
 	}
 	spec, err := machinespec.Resolve(ctx, r.APIReader, s.template, c)
@@ -325,6 +326,16 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (skeleton.Result, er
 // evaluate decides from an observed, provisioned machine.
 func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine) (skeleton.Result, error) {
 	c := s.claim
+	if m.State == providers.PowerRunning && len(m.Addresses) == 0 && c.Status.StartTime == nil {
+		// Booting: nothing is written until the guest reports an address
+		// or the grace runs out (booting.go), so a claim shows Provisioning
+		// until Ready. Provisioning is what status says already, unless a
+		// passing error was written since; then it says so again.
+		if since := r.booting.seen(c.UID, s.now); s.now.Sub(since) < addressGrace {
+			s.progress = "booting"
+			return skeleton.StopAndRequeue(jitter(pollForAddress)), nil
+		}
+	}
 	record(c, m)
 	s.machine = &m
 	switch m.State {
@@ -337,7 +348,11 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 	}
 	now := metav1.NewTime(s.now)
 	if c.Status.StartTime == nil {
-		c.Status.StartTime = &now
+		// When it was first seen running, which may be a few polls before
+		// this status write.
+		start := metav1.NewTime(r.booting.seen(c.UID, s.now))
+		c.Status.StartTime = &start
+		r.booting.forget(c.UID)
 	}
 	if len(m.Addresses) == 0 {
 		return skeleton.StopAndRequeue(jitter(pollForAddress)), nil
@@ -400,6 +415,7 @@ func (r *Reconciler) finish(s *scope, reason, how string) (skeleton.Result, erro
 	s.claim.Status.TerminationReason = reason
 	s.ended = how
 	r.backoff.reset(s.claim.UID)
+	r.booting.forget(s.claim.UID)
 	return skeleton.Stop(), nil
 }
 

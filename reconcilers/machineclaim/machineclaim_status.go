@@ -84,21 +84,24 @@ func machineStatus(c *hypervisorv1alpha1.MachineClaim, m providers.Machine) (hyp
 	case !m.Provisioned || m.State == providers.PowerProvisioning || m.State == providers.PowerUnknown:
 		return hypervisorv1alpha1.MachineProvisioning, provisioning(c)
 	case len(m.Addresses) == 0:
+		// Written only once the guest has been silent for addressGrace
+		// (booting.go): a normal boot goes from Provisioning to Ready.
 		return hypervisorv1alpha1.MachineRunning, conditions.Summary{State: conditions.Progressing, Reason: "WaitingForAddress",
-			Message: "the machine runs; waiting for the guest to report an address"}
+			Message: fmt.Sprintf("machine %s has run for %s and its guest has reported no address yet; check that the image starts the guest agent (qemu-guest-agent) and that it gets an address on its network",
+				c.Status.MachineName, addressGrace)}
 	}
 	return hypervisorv1alpha1.MachineReady, conditions.Summary{State: conditions.Ready, Reason: "MachineReady",
 		Message: fmt.Sprintf("machine %s is ready at %s on %s", c.Status.MachineName, m.Addresses[0], m.Node)}
 }
 
 // provisioning is the summary of a machine being made. It names no step
-// (cloning, growing the disk, starting): one message from the choice of
-// the machine's name until it runs means one status write, not one per
-// step.
+// (cloning, growing the disk, starting, booting): one message from the
+// choice of the machine's name until its guest reports an address means
+// one status write, not one per step.
 func provisioning(c *hypervisorv1alpha1.MachineClaim) conditions.Summary {
-	msg := "the machine is being made"
+	msg := "the machine is being made; Ready once it runs and its guest reports an address"
 	if c.Status.MachineName != "" {
-		msg = "machine " + c.Status.MachineName + " is being made"
+		msg = "machine " + c.Status.MachineName + " is being made; Ready once it runs and its guest reports an address"
 	}
 	return conditions.Summary{State: conditions.Progressing, Reason: "Provisioning", Message: msg}
 }
@@ -139,7 +142,7 @@ func terminal(p hypervisorv1alpha1.MachinePhase) bool {
 
 // recordTransition emits an event named for the new phase when the phase
 // changed: a Warning for Failed or Stalled. The steps of a normal start
-// (queued for a turn, being made, running) are no event, as a Performer's normal start is
+// (queued for a turn, being made) are no event, as a Performer's normal start is
 // none: every claim takes them, and an event is an API-server write per
 // claim of a burst. Ready is one, and so is every step back or failure.
 func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from hypervisorv1alpha1.MachinePhase, summary conditions.Summary, s *scope) {
@@ -151,9 +154,10 @@ func (r *Reconciler) recordTransition(c *hypervisorv1alpha1.MachineClaim, from h
 	// Waiting for a turn (a clone slot) is a normal start under a burst,
 	// Pending with Reconciling: any other wait is worth an event.
 	queued := from == "" && to == hypervisorv1alpha1.MachinePending && summary.State == conditions.Progressing
+	// Running is no normal step: it is written only for a guest silent
+	// past addressGrace, which is worth an event.
 	normalStart := queued ||
-		(to == hypervisorv1alpha1.MachineProvisioning && (from == "" || from == hypervisorv1alpha1.MachinePending)) ||
-		(from == hypervisorv1alpha1.MachineProvisioning && to == hypervisorv1alpha1.MachineRunning)
+		(to == hypervisorv1alpha1.MachineProvisioning && (from == "" || from == hypervisorv1alpha1.MachinePending))
 	if normalStart && !warning {
 		return
 	}

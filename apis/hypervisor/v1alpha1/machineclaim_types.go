@@ -34,9 +34,12 @@ type MachinePhase string
 const (
 	// MachinePending: accepted, waiting for its template, cluster or a clone slot.
 	MachinePending MachinePhase = "Pending"
-	// MachineProvisioning: the clone or create is under way.
+	// MachineProvisioning: the clone or create is under way, or the machine
+	// is booting and its guest has not yet reported an address.
 	MachineProvisioning MachinePhase = "Provisioning"
-	// MachineRunning: powered on, not yet reporting an address.
+	// MachineRunning: powered on, and its guest has reported no address for
+	// 30 seconds (a normal boot goes from Provisioning to Ready): check the
+	// guest agent and the machine's network.
 	MachineRunning MachinePhase = "Running"
 	// MachineReady: running with an address; usable.
 	MachineReady MachinePhase = "Ready"
@@ -170,7 +173,9 @@ type MachineClaimStatus struct {
 	// +listType=atomic
 	// +optional
 	Addresses []MachineAddress `json:"addresses,omitempty"`
-	// StartTime is when the machine was first seen running.
+	// StartTime is when the machine was first seen running. It is written
+	// with the phase that follows (Ready, or Running for a silent guest),
+	// so it may appear a boot after the moment it records.
 	// +optional
 	StartTime *metav1.Time `json:"startTime,omitempty"`
 	// ReadyTime is when the machine first became Ready.
