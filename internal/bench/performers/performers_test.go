@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/bench/proc"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
@@ -91,6 +92,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	time.Sleep(time.Second) // the watches open; nothing exists in the namespace yet
 	cpuBefore := mustCPU(b, op)
 	load := loadavg()
+	machine0 := mustMachine(b)
 
 	b.StartTimer()
 	t.start = time.Now()
@@ -99,11 +101,13 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	limit := 10*time.Minute + time.Duration(n)*200*time.Millisecond
 	wait(b, op, t.allServed, limit, "every Pod and Service", t.progress)
 	served := time.Since(t.start)
+	machineServed := mustMachine(b)
 	wait(b, op, t.allPodReady, limit, "every Pod Ready", t.progress)
 	podsReady := time.Since(t.start)
 	wait(b, op, t.allReady, limit, "every Performer Ready", t.progress)
 	ready := time.Since(t.start)
 	b.StopTimer()
+	machineReady := mustMachine(b)
 	readyAt := time.Now()
 	cpuReady := mustCPU(b, op) - cpuBefore
 
@@ -132,6 +136,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 		idleWrites: idleWrites, idleKinds: idleKinds, readyKinds: readyKinds, idleBody: firstBody(reqs, readyAt, end), notReady: notReady,
 		writers: writersBetween(everyone, t.start, readyAt),
 		peakMiB: float64(peak) / (1 << 20), cpuReady: cpuReady, cpuIdle: cpuIdle,
+		toServed: machineServed.Since(machine0), servedToReady: machineReady.Since(machineServed),
 	})
 }
 
@@ -217,6 +222,9 @@ type figures struct {
 	notReady                            string
 	peakMiB                             float64
 	cpuReady, cpuIdle                   time.Duration
+	// toServed and servedToReady are where the machine's cores went in
+	// each stretch: the reading that says what bounds the times.
+	toServed, servedToReady proc.Usage
 }
 
 // hourglass is the Hourglass original's time to all served and all Ready,
@@ -263,6 +271,8 @@ func report(b *testing.B, f figures) {
 	}
 	fmt.Fprintf(&sb, "all writes the API server took to Ready: %d (%.0f a second), by user: %s\n",
 		total, float64(total)/f.ready.Seconds(), kinds(f.writers))
+	sb.WriteString("machine CPU to served: " + f.toServed.String() + "\n")
+	sb.WriteString("machine CPU served → Ready: " + f.servedToReady.String() + "\n")
 	if f.notReady != "" {
 		// The node lifecycle controller marks a NotReady node's Pods not
 		// Ready, and each Performer rightly follows: such idle writes are
@@ -387,6 +397,16 @@ func mustCPU(b *testing.B, op *operator) time.Duration {
 		b.Fatal(err)
 	}
 	return d
+}
+
+// mustMachine snapshots the machine's CPU counters.
+func mustMachine(b *testing.B) proc.Machine {
+	b.Helper()
+	m, err := proc.ReadMachine()
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
 }
 
 // notReadyNodes names the nodes whose Ready condition is not True, or

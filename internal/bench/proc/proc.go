@@ -140,27 +140,10 @@ func (p *Process) PeakRSS() int64 {
 }
 
 // CPU is the CPU time the process has used, user and system, from
-// /proc/<pid>/stat (fields 14 and 15, in clock ticks of 1/100 s on Linux).
+// /proc/<pid>/stat.
 func (p *Process) CPU() (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid())) //nolint:gosec // a pid we started, not input
-	if err != nil {
-		return 0, err
-	}
-	// The command name, field 2, may hold spaces; the fields after it
-	// start past its closing parenthesis.
-	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+2:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("short /proc/%d/stat", p.Pid())
-	}
-	var ticks int64
-	for _, v := range f[11:13] { // utime, stime: fields 14 and 15 overall
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
+	_, cpu, err := readStat(p.Pid())
+	return cpu, err
 }
 
 // Stop sends SIGTERM, as the kubelet would, and waits for the exit; after

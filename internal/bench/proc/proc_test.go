@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +75,74 @@ func TestReadsTheProcess(t *testing.T) {
 		t.Errorf("after Stop, Exited = %v; want an error with the log", err)
 	}
 	p.Stop() // a second Stop does nothing
+}
+
+// A machine snapshot around a spinning child finds the cores busy and the
+// child's command among the processes that used them.
+func TestMachineSeesWhereTheCPUWent(t *testing.T) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "PROC_TEST_CHILD=1")
+	before, err := ReadMachine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := Start(cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop()
+	time.Sleep(time.Second)
+	after, err := ReadMachine()
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := after.Since(before)
+	name := filepath.Base(os.Args[0])
+	if len(name) > 15 { // the kernel keeps the first 15 bytes of a command name
+		name = name[:15]
+	}
+	var spent time.Duration
+	for _, c := range u.ByCommand {
+		if c.Command == name {
+			spent = c.CPU
+		}
+	}
+	if spent < 300*time.Millisecond {
+		t.Errorf("%s used %v in a second of spinning; usage %s", name, spent, u)
+	}
+	if u.Busy <= 0 || u.Busy > 1 || u.Wall < time.Second {
+		t.Errorf("busy %.2f over %v; want a share in (0, 1] over at least a second", u.Busy, u.Wall)
+	}
+	if !strings.Contains(u.String(), name) {
+		t.Errorf("%q does not name %s", u.String(), name)
+	}
+}
+
+// Usage is counted by pid and reported by command: a kernel worker whose
+// name changed with its work is not counted twice, a process started in
+// between counts whole, and kernel threads are summed by kind.
+func TestUsageCountsByPid(t *testing.T) {
+	s := time.Second
+	before := Machine{at: time.Unix(0, 0), busy: 10 * s, idle: 10 * s, byPid: map[int]pidCPU{
+		1: {command: "kube-apiserver", cpu: 5 * s},
+		2: {command: command("kworker/1:0-events_power_efficient"), cpu: 9 * s},
+		3: {command: "etcd", cpu: 1 * s},
+	}}
+	after := Machine{at: time.Unix(4, 0), busy: 16 * s, idle: 12 * s, steal: 0, byPid: map[int]pidCPU{
+		1: {command: "kube-apiserver", cpu: 8 * s},
+		2: {command: command("kworker/1:0-mm_percpu_wq"), cpu: 9*s + 500*time.Millisecond},
+		3: {command: "etcd", cpu: 1 * s},
+		4: {command: command("kworker/0:2-ext4"), cpu: 700 * time.Millisecond},
+	}}
+	u := after.Since(before)
+	want := []CommandCPU{{"kube-apiserver", 3 * s}, {"kworker", 1200 * time.Millisecond}}
+	if fmt.Sprint(u.ByCommand) != fmt.Sprint(want) {
+		t.Errorf("by command %v, want %v", u.ByCommand, want)
+	}
+	if u.Busy != 0.75 || u.Wall != 4*s {
+		t.Errorf("busy %.2f over %v, want 0.75 over 4s", u.Busy, u.Wall)
+	}
+	if got := u.String(); got != "cores 75% busy (steal 0%) over 4.0 s; by process: kube-apiserver 3.0 s, kworker 1.2 s" {
+		t.Errorf("String() = %q", got)
+	}
 }
