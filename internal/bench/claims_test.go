@@ -66,8 +66,8 @@ const (
 	creators = 8
 )
 
-// pollEvery paces the benchmark's own reads of n claims: often enough for
-// the wall time (to within 1%), seldom enough that listing them — 5 MB of
+// pollEvery paces the teardown's reads of n claims (the time to Ready
+// comes from a watch, readyWatch): seldom enough that listing them — 5 MB of
 // JSON for 1000 claims, decoded from etcd and encoded by the API server on
 // the same two cores — does not load the control plane the operator is
 // measured against.
@@ -109,14 +109,20 @@ func claimsToReady(b *testing.B, n int) {
 	l.waitReady(&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}})
 	l.waitReady(&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}})
 
+	ctx, stopWatch := context.WithCancel(context.Background())
+	defer stopWatch()
+	w, err := watchClaims(ctx, l.ns)
+	if err != nil {
+		b.Fatal(err)
+	}
 	apiRequests.reset()
 	l.sim.ResetStats()
 	start := time.Now()
 	b.StartTimer()
 	l.createClaims(n)
 	created := time.Since(start)
-	claims := l.waitAllReady(n, readyTimeout(n), start)
-	wall := time.Since(start)
+	claims, last := l.waitAllReady(w, n, readyTimeout(n), start)
+	wall := last.Sub(start)
 	b.StopTimer()
 	requests := apiRequests.snapshot()
 	pveRequests := l.sim.Stats()
@@ -273,47 +279,61 @@ func (l *lab) createClaims(n int) {
 	}
 }
 
-// waitAllReady polls the claims until all n are Ready, and fails at once
-// when one has failed for good (phase Failed or Stalled=True), naming it.
-func (l *lab) waitAllReady(n int, timeout time.Duration, start time.Time) []hypervisorv1alpha1.MachineClaim {
+// waitAllReady waits until the watch has seen all n claims Ready and
+// returns them with when the last was seen Ready. It fails at once when
+// one has failed for good (phase Failed or Stalled=True), naming it.
+func (l *lab) waitAllReady(w *readyWatch, n int, timeout time.Duration, start time.Time) ([]hypervisorv1alpha1.MachineClaim, time.Time) {
 	l.b.Helper()
-	deadline := time.Now().Add(timeout)
-	tick := time.NewTicker(pollEvery(n))
-	defer tick.Stop()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
 	for {
-		var last string
-		var list hypervisorv1alpha1.MachineClaimList
-		if err := l.c.List(context.Background(), &list, client.InNamespace(l.ns)); err != nil {
-			last = "listing the claims: " + err.Error()
-		} else {
-			var ready int
-			var failed, pending []*hypervisorv1alpha1.MachineClaim
-			for i := range list.Items {
-				mc := &list.Items[i]
-				switch {
-				case mc.Status.Phase == hypervisorv1alpha1.MachineReady && mc.Status.ReadyTime != nil:
-					ready++
-				case mc.Status.Phase == hypervisorv1alpha1.MachineFailed,
-					apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition):
-					failed = append(failed, mc)
-				default:
-					pending = append(pending, mc)
-				}
-			}
-			if len(failed) > 0 {
-				l.b.Fatalf("%d of %d claims failed (%d Ready after %s):\n%s%s",
-					len(failed), n, ready, time.Since(start).Round(time.Second), claimsReport(failed), l.costSoFar(n))
-			}
-			if ready == n && len(list.Items) == n {
-				return list.Items
-			}
-			last = fmt.Sprintf("%d of %d claims Ready (%d listed); the others:\n%s", ready, n, len(list.Items), claimsReport(pending))
+		if ready, failed, _ := w.counts(); failed > 0 || ready == n {
+			break
 		}
-		if time.Now().After(deadline) {
-			l.b.Fatalf("not all claims Ready within %s: %s%s", timeout, last, l.costSoFar(n))
+		select {
+		case <-w.changed:
+		case <-deadline.C:
+			l.b.Fatalf("not all claims Ready within %s: %s%s", timeout, l.pending(n), l.costSoFar(n))
 		}
-		<-tick.C
 	}
+	_, failed, last := w.counts()
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := l.c.List(context.Background(), &list, client.InNamespace(l.ns)); err != nil {
+		l.b.Fatalf("listing the claims: %v", err)
+	}
+	if failed > 0 {
+		var bad []*hypervisorv1alpha1.MachineClaim
+		for i := range list.Items {
+			mc := &list.Items[i]
+			if mc.Status.Phase == hypervisorv1alpha1.MachineFailed || apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition) {
+				bad = append(bad, mc)
+			}
+		}
+		l.b.Fatalf("%d of %d claims failed after %s:\n%s%s", failed, n, time.Since(start).Round(time.Second), claimsReport(bad), l.costSoFar(n))
+	}
+	if len(list.Items) != n {
+		l.b.Fatalf("%d claims Ready but %d listed, want %d", n, len(list.Items), n)
+	}
+	return list.Items, last
+}
+
+// pending says how many claims are Ready and details the others, for a
+// run that ran out of time.
+func (l *lab) pending(n int) string {
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := l.c.List(context.Background(), &list, client.InNamespace(l.ns)); err != nil {
+		return "listing the claims: " + err.Error()
+	}
+	var ready int
+	var others []*hypervisorv1alpha1.MachineClaim
+	for i := range list.Items {
+		if mc := &list.Items[i]; mc.Status.Phase == hypervisorv1alpha1.MachineReady {
+			ready++
+		} else {
+			others = append(others, mc)
+		}
+	}
+	return fmt.Sprintf("%d of %d claims Ready (%d listed); the others:\n%s", ready, n, len(list.Items), claimsReport(others))
 }
 
 // costSoFar says what the claims have cost so far, for a run that fails.
@@ -458,8 +478,8 @@ func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, crea
 		l.lat.API, l.lat.CloneConfigLag, l.lat.Clone, l.lat.Config, configSteps, l.lat.Resize, l.lat.Start, l.lat.Boot)
 	b.Logf("ideal: one claim %s (CloneConfigLag+Clone+%d×Config+Resize+Start+Boot); %d claims %s (⌈%d/%d⌉×(CloneConfigLag+Clone) + the rest of one claim); measured %s = %.2f× the ideal",
 		serial, configSteps, n, throughput, n, cloneConcurrency(), wall.Round(time.Millisecond), wallRatio)
-	b.Logf("claims=%d: created in %s; all Ready after %s (wall, ±%s polling); claim→Ready p50 %.1fs p95 %.1fs p99 %.1fs min %.0fs max %.0fs (readyTime−creationTimestamp, whole seconds)",
-		n, created.Round(time.Millisecond), wall.Round(time.Millisecond), pollEvery(n), p50, p95, p99, latencies[0], latencies[len(latencies)-1])
+	b.Logf("claims=%d: created in %s; all Ready after %s (wall, to the watch event of the last); claim→Ready p50 %.1fs p95 %.1fs p99 %.1fs min %.0fs max %.0fs (readyTime−creationTimestamp, whole seconds)",
+		n, created.Round(time.Millisecond), wall.Round(time.Millisecond), p50, p95, p99, latencies[0], latencies[len(latencies)-1])
 	b.Logf("claims=%d: p50/serial-ideal %.2f; wall/throughput-ideal %.2f; machines per node %v; clone tasks %d, at most %d at once; failed tasks %v",
 		n, p50Ratio, wallRatio, perNode, clones, maxClones, failedTasks)
 	allWrites, claimWrites := writes(requests)
