@@ -469,7 +469,7 @@ func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, crea
 	verbs := byVerb(requests)
 	pveTotal := total(pveRequests)
 
-	clones, maxClones, failedTasks := l.taskFigures(start)
+	clones, maxClones, failedTasks, gap := l.taskFigures(start)
 
 	// At most 9 lines: the testing package cuts a benchmark's log at 10.
 	b.Logf("setup: %d nodes, full clones onto shared storage %q, clone limits %d/node %d/storage, simulator storage lock limit %d → %d clones at once; "+
@@ -480,8 +480,8 @@ func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, crea
 		serial, configSteps, n, throughput, n, cloneConcurrency(), wall.Round(time.Millisecond), wallRatio)
 	b.Logf("claims=%d: created in %s; all Ready after %s (wall, to the watch event of the last); claim→Ready p50 %.1fs p95 %.1fs p99 %.1fs min %.0fs max %.0fs (readyTime−creationTimestamp, whole seconds)",
 		n, created.Round(time.Millisecond), wall.Round(time.Millisecond), p50, p95, p99, latencies[0], latencies[len(latencies)-1])
-	b.Logf("claims=%d: p50/serial-ideal %.2f; wall/throughput-ideal %.2f; machines per node %v; clone tasks %d, at most %d at once; failed tasks %v",
-		n, p50Ratio, wallRatio, perNode, clones, maxClones, failedTasks)
+	b.Logf("claims=%d: p50/serial-ideal %.2f; wall/throughput-ideal %.2f; machines per node %v; clone tasks %d, at most %d at once, a freed slot idle %s on average before the next clone; failed tasks %v",
+		n, p50Ratio, wallRatio, perNode, clones, maxClones, gap.Round(time.Millisecond), failedTasks)
 	allWrites, claimWrites := writes(requests)
 	l.writesToReady = float64(allWrites) / float64(n)
 	b.Logf("claims=%d: API-server requests %d = %.1f/claim; by verb %s; writes to Ready %.2f/claim (%.2f on the claim, %.2f events)",
@@ -511,7 +511,7 @@ func (l *lab) report(n int, claims []hypervisorv1alpha1.MachineClaim, wall, crea
 
 // taskFigures reads the simulator's tasks since start: how many clones ran,
 // the most that ran at once, and the failed tasks by type.
-func (l *lab) taskFigures(start time.Time) (clones, maxConcurrent int, failed map[string]int) {
+func (l *lab) taskFigures(start time.Time) (clones, maxConcurrent int, failed map[string]int, gap time.Duration) {
 	type edge struct {
 		at    time.Time
 		delta int
@@ -542,12 +542,36 @@ func (l *lab) taskFigures(start time.Time) (clones, maxConcurrent int, failed ma
 		}
 		return edges[i].delta < edges[j].delta
 	})
-	cur := 0
+	// gap: the slot-time no clone ran, from when every slot was first
+	// taken to the last clone's start (not the ramp-up, not the tail when
+	// nothing waits), shared out over the clones that started in between:
+	// what the operator loses at each hand-over (noticing the end, waking
+	// the next claim, its placement and VMID), the part of
+	// wall/throughput-ideal that is not the simulator's own.
+	cur, slots := 0, cloneConcurrency()
+	var lastStart time.Time
 	for _, e := range edges {
+		if e.delta > 0 {
+			lastStart = e.at
+		}
+	}
+	var idle time.Duration
+	full, handovers := false, 0
+	for i, e := range edges {
+		if full && cur < slots && !e.at.After(lastStart) {
+			idle += time.Duration(slots-cur) * e.at.Sub(edges[i-1].at)
+		}
 		cur += e.delta
 		maxConcurrent = max(maxConcurrent, cur)
+		if full && e.delta > 0 {
+			handovers++
+		}
+		full = full || cur >= slots
 	}
-	return clones, maxConcurrent, failed
+	if handovers > 0 {
+		gap = idle / time.Duration(handovers)
+	}
+	return clones, maxConcurrent, failed, gap
 }
 
 // perClaim renders counts divided by n, largest first.
