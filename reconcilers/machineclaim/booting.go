@@ -19,28 +19,48 @@ import (
 const addressGrace = 30 * time.Second
 
 // booting remembers, per claim, when its machine was first seen running
-// without an address, until that is written to status (startTime) or the
-// claim ends. It only saves writes: a restart or a change of leader
-// forgets it, and the machine is then seen running anew, which delays the
-// Running phase by at most one grace and moves startTime by as much.
+// without an address, and on which node, until that is written to status
+// (startTime, node) or the claim ends. It only saves writes: a restart or
+// a change of leader forgets it, and the machine is then seen running
+// anew, which delays the Running phase by at most one grace and moves
+// startTime by as much.
 type booting struct {
 	mu    sync.Mutex
-	since map[types.UID]time.Time
+	since map[types.UID]boot
+}
+
+type boot struct {
+	since time.Time
+	// node is where the machine was seen: the next look goes straight
+	// there rather than asking the hypervisor to find the machine (on
+	// Proxmox a VMID check and a listing of every VM, each poll).
+	node string
 }
 
 // seen returns when the claim's machine was first seen running, taking
-// now for a first look.
-func (b *booting) seen(uid types.UID, now time.Time) time.Time {
+// now for a first look, and notes the node it was seen on.
+func (b *booting) seen(uid types.UID, now time.Time, node string) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.since == nil {
-		b.since = map[types.UID]time.Time{}
+		b.since = map[types.UID]boot{}
 	}
 	t, ok := b.since[uid]
 	if !ok {
-		b.since[uid], t = now, now
+		t.since = now
 	}
-	return t
+	if node != "" {
+		t.node = node
+	}
+	b.since[uid] = t
+	return t.since
+}
+
+// node is where the claim's booting machine was last seen, "" if unknown.
+func (b *booting) node(uid types.UID) string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.since[uid].node
 }
 
 // known says whether the claim's machine was seen running.

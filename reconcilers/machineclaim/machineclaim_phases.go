@@ -312,7 +312,12 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 // observe looks at a started machine.
 func (r *Reconciler) observe(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c := s.claim
-	m, err := s.provider.Observe(ctx, machineRef(c))
+	ref := machineRef(c)
+	if ref.Node == "" {
+		// Booting: status has no node yet (booting.go), but the last look did.
+		ref.Node = r.booting.node(c.UID)
+	}
+	m, err := s.provider.Observe(ctx, ref)
 	if errors.Is(err, providers.ErrNotFound) {
 		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "MachineGone", "Observe", "Machine %s disappeared from the hypervisor", c.Status.MachineName)
 		return r.finish(s, ReasonDeleted, "the machine was deleted outside HyperFleet")
@@ -331,7 +336,7 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 		// or the grace runs out (booting.go), so a claim shows Provisioning
 		// until Ready. Provisioning is what status says already, unless a
 		// passing error was written since; then it says so again.
-		if since := r.booting.seen(c.UID, s.now); s.now.Sub(since) < addressGrace {
+		if since := r.booting.seen(c.UID, s.now, m.Node); s.now.Sub(since) < addressGrace {
 			s.progress = "booting"
 			return skeleton.StopAndRequeue(jitter(pollForAddress)), nil
 		}
@@ -350,7 +355,7 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 	if c.Status.StartTime == nil {
 		// When it was first seen running, which may be a few polls before
 		// this status write.
-		start := metav1.NewTime(r.booting.seen(c.UID, s.now))
+		start := metav1.NewTime(r.booting.seen(c.UID, s.now, m.Node))
 		c.Status.StartTime = &start
 		r.booting.forget(c.UID)
 	}
