@@ -305,7 +305,7 @@ func (l *lab) waitAllReady(w *readyWatch, n int, timeout time.Duration, start ti
 		var bad []*hypervisorv1alpha1.MachineClaim
 		for i := range list.Items {
 			mc := &list.Items[i]
-			if mc.Status.Phase == hypervisorv1alpha1.MachineFailed || apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition) {
+			if failedForGood(mc) {
 				bad = append(bad, mc)
 			}
 		}

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -23,8 +22,15 @@ import (
 type readyWatch struct {
 	mu      sync.Mutex
 	ready   map[string]time.Time
+	last    time.Time // the latest of ready
 	failed  map[string]bool
 	changed chan struct{} // a token whenever ready or failed grew
+}
+
+// failedForGood says whether a claim will not become Ready by waiting.
+func failedForGood(mc *hypervisorv1alpha1.MachineClaim) bool {
+	return mc.Status.Phase == hypervisorv1alpha1.MachineFailed ||
+		apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition)
 }
 
 // watchClaims starts following ns's claims until ctx ends.
@@ -35,37 +41,17 @@ func watchClaims(ctx context.Context, ns string) (*readyWatch, error) {
 	}
 	w := &readyWatch{ready: map[string]time.Time{}, failed: map[string]bool{}, changed: make(chan struct{}, 1)}
 	opened := make(chan struct{})
-	go w.follow(ctx, c, ns, opened)
+	go Follow(ctx, c, &hypervisorv1alpha1.MachineClaimList{}, ns, func(obj any, at time.Time) {
+		if mc, ok := obj.(*hypervisorv1alpha1.MachineClaim); ok {
+			w.observe(mc, at)
+		}
+	}, opened)
 	select {
 	case <-opened:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	return w, nil
-}
-
-// follow keeps a watch open, opening another when the API server ends one
-// (a watch without a resourceVersion starts with every claim that exists,
-// so a reopened one misses nothing but the moment of a change in between).
-func (w *readyWatch) follow(ctx context.Context, c client.WithWatch, ns string, opened chan<- struct{}) {
-	var once sync.Once
-	for ctx.Err() == nil {
-		ch, err := c.Watch(ctx, &hypervisorv1alpha1.MachineClaimList{}, client.InNamespace(ns))
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		once.Do(func() { close(opened) })
-		for ev := range ch.ResultChan() {
-			if mc, ok := ev.Object.(*hypervisorv1alpha1.MachineClaim); ok && (ev.Type == watch.Added || ev.Type == watch.Modified) {
-				w.observe(mc, time.Now())
-			}
-		}
-		ch.Stop()
-	}
 }
 
 func (w *readyWatch) observe(mc *hypervisorv1alpha1.MachineClaim, at time.Time) {
@@ -76,9 +62,9 @@ func (w *readyWatch) observe(mc *hypervisorv1alpha1.MachineClaim, at time.Time) 
 	case mc.Status.Phase == hypervisorv1alpha1.MachineReady && mc.Status.ReadyTime != nil:
 		if _, seen := w.ready[mc.Name]; !seen {
 			w.ready[mc.Name], grew = at, true
+			w.last = at
 		}
-	case mc.Status.Phase == hypervisorv1alpha1.MachineFailed,
-		apimeta.IsStatusConditionTrue(mc.Status.Conditions, meta.StalledCondition):
+	case failedForGood(mc):
 		if !w.failed[mc.Name] {
 			w.failed[mc.Name], grew = true, true
 		}
@@ -96,10 +82,5 @@ func (w *readyWatch) observe(mc *hypervisorv1alpha1.MachineClaim, at time.Time) 
 func (w *readyWatch) counts() (ready, failed int, last time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for _, at := range w.ready {
-		if at.After(last) {
-			last = at
-		}
-	}
-	return len(w.ready), len(w.failed), last
+	return len(w.ready), len(w.failed), w.last
 }

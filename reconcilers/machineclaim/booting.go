@@ -26,7 +26,7 @@ const addressGrace = 30 * time.Second
 // startTime by as much.
 type booting struct {
 	mu    sync.Mutex
-	since map[types.UID]boot
+	boots map[types.UID]boot
 }
 
 type boot struct {
@@ -42,17 +42,17 @@ type boot struct {
 func (b *booting) seen(uid types.UID, now time.Time, node string) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.since == nil {
-		b.since = map[types.UID]boot{}
+	if b.boots == nil {
+		b.boots = map[types.UID]boot{}
 	}
-	t, ok := b.since[uid]
+	t, ok := b.boots[uid]
 	if !ok {
 		t.since = now
 	}
 	if node != "" {
 		t.node = node
 	}
-	b.since[uid] = t
+	b.boots[uid] = t
 	return t.since
 }
 
@@ -60,21 +60,21 @@ func (b *booting) seen(uid types.UID, now time.Time, node string) time.Time {
 func (b *booting) node(uid types.UID) string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.since[uid].node
+	return b.boots[uid].node
 }
 
 // known says whether the claim's machine was seen running.
 func (b *booting) known(uid types.UID) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	_, ok := b.since[uid]
+	_, ok := b.boots[uid]
 	return ok
 }
 
 func (b *booting) forget(uid types.UID) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	delete(b.since, uid)
+	delete(b.boots, uid)
 }
 
 // started says whether the claim's machine runs: recorded in status, or

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/bench"
 	"github.com/hyperfleet/hyperfleet/internal/bench/proc"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
@@ -78,7 +79,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	// One Performer through to Ready first: the operator's caches are
 	// synced and its clients connected before the clock starts.
 	warm := newTracker(1)
-	go follow(ctx, c, &hourglassv1alpha1.PerformerList{}, "warmup", func(o any, at time.Time) { warm.onPerformer(o.(*hourglassv1alpha1.Performer), at) })
+	go bench.Follow(ctx, c, &hourglassv1alpha1.PerformerList{}, "warmup", func(o any, at time.Time) { warm.onPerformer(o.(*hourglassv1alpha1.Performer), at) }, nil)
 	if err := c.Create(ctx, newPerformer("warmup", "w00000")); err != nil {
 		b.Fatal(err)
 	}
@@ -86,9 +87,9 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	workers := performerWorkers(b)
 
 	t := newTracker(n)
-	go follow(ctx, c, &corev1.PodList{}, "bench", func(o any, at time.Time) { t.onPod(o.(*corev1.Pod), at) })
-	go follow(ctx, c, &corev1.ServiceList{}, "bench", func(o any, at time.Time) { t.onService(o.(*corev1.Service), at) })
-	go follow(ctx, c, &hourglassv1alpha1.PerformerList{}, "bench", func(o any, at time.Time) { t.onPerformer(o.(*hourglassv1alpha1.Performer), at) })
+	go bench.Follow(ctx, c, &corev1.PodList{}, "bench", func(o any, at time.Time) { t.onPod(o.(*corev1.Pod), at) }, nil)
+	go bench.Follow(ctx, c, &corev1.ServiceList{}, "bench", func(o any, at time.Time) { t.onService(o.(*corev1.Service), at) }, nil)
+	go bench.Follow(ctx, c, &hourglassv1alpha1.PerformerList{}, "bench", func(o any, at time.Time) { t.onPerformer(o.(*hourglassv1alpha1.Performer), at) }, nil)
 	time.Sleep(time.Second) // the watches open; nothing exists in the namespace yet
 	cpuBefore := mustCPU(b, op)
 	load := loadavg()

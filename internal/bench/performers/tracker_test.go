@@ -1,7 +1,6 @@
 package performers
 
 import (
-	"context"
 	"fmt"
 	"sort"
 	"sync"
@@ -9,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -101,28 +98,6 @@ func (t *tracker) percentile(m map[string]time.Time, p float64) time.Duration {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	i := int(p / 100 * float64(len(ds)-1))
 	return ds[i]
-}
-
-// follow watches list's kind in ns and hands every object to on until ctx
-// ends; a watch the server closes is opened again (its first events repeat
-// what exists, which the tracker ignores).
-func follow(ctx context.Context, c client.WithWatch, list client.ObjectList, ns string, on func(runtimeObject any, at time.Time)) {
-	for ctx.Err() == nil {
-		w, err := c.Watch(ctx, list, client.InNamespace(ns))
-		if err != nil {
-			select {
-			case <-ctx.Done():
-			case <-time.After(100 * time.Millisecond):
-			}
-			continue
-		}
-		for ev := range w.ResultChan() {
-			if ev.Type == watch.Added || ev.Type == watch.Modified {
-				on(ev.Object, time.Now())
-			}
-		}
-		w.Stop()
-	}
 }
 
 // progress says how far the run got, for a wait that ran out.

@@ -16,7 +16,7 @@ const tick = 10 * time.Millisecond
 
 // Machine is a snapshot of where the machine's CPU time went: the whole
 // machine's counters from /proc/stat and every running process's from
-// /proc/<pid>/stat, by command name. Two snapshots around a burst say
+// /proc/<pid>/stat, by pid. Two snapshots around a burst say
 // whether the cores were saturated and which processes used them — the
 // reading that tells a benchmark's bound (the API server and etcd on 2
 // cores, say) from the operator's own cost.
