@@ -83,7 +83,14 @@ func partType(userData string) (string, error) {
 	case strings.HasPrefix(first, "#include"):
 		return "text/x-include-url", nil
 	}
-	return "", fmt.Errorf("%w: it starts with %.40q; attestation combines with a #cloud-config, a #! script, a #cloud-boothook or an #include, not with a MIME multipart or unmarked data (add the attestation's part to your multipart yourself, or start the user data with #cloud-config)", ErrUserDataKind, first)
+	// The message says what kind of data it is, never what it says: user
+	// data is a Secret's bytes, and this error reaches a condition and an
+	// event that every reader of the claim sees.
+	kind := "data with no cloud-init marker on its first line"
+	if strings.HasPrefix(strings.ToLower(first), "content-type:") || strings.HasPrefix(strings.ToLower(first), "mime-version:") {
+		kind = "a MIME multipart"
+	}
+	return "", fmt.Errorf("%w: it is %s; attestation combines with a #cloud-config, a #! script, a #cloud-boothook or an #include (add the attestation's part to your multipart yourself, or start the user data with #cloud-config)", ErrUserDataKind, kind)
 }
 
 // MachineConfigFrom finds the MachineConfig WithMachineConfig put into

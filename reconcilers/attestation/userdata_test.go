@@ -88,9 +88,18 @@ func TestWithMachineConfig(t *testing.T) {
 	if got := parts(t, script); got[0] != (part{"text/x-shellscript", "#!/bin/sh\necho hi"}) {
 		t.Fatalf("a script is a text/x-shellscript part: %q", parts(t, script))
 	}
-	for _, bad := range []string{"Content-Type: multipart/mixed; boundary=x\n\n--x--\n", "just some text\n"} {
-		if _, err := attestation.WithMachineConfig(bad, machineConfig, nil); !errors.Is(err, attestation.ErrUserDataKind) {
+	// The refusal reaches a condition and an event: it says what kind of
+	// data it is and never quotes it (user data may be a credentials Secret).
+	for _, bad := range []string{"Content-Type: multipart/mixed; boundary=x\n\n--x--\n", "just some text\n", "ghp_SecretMarker0123456789abcdefABCDEF\n"} {
+		_, err := attestation.WithMachineConfig(bad, machineConfig, nil)
+		if !errors.Is(err, attestation.ErrUserDataKind) {
 			t.Fatalf("user data %q: %v, want ErrUserDataKind", bad, err)
+		}
+		first, _, _ := strings.Cut(bad, "\n")
+		for _, word := range strings.FieldsFunc(first, func(r rune) bool { return r == ' ' || r == ';' || r == ':' || r == '=' }) {
+			if len(word) > 3 && strings.Contains(err.Error(), word) {
+				t.Errorf("the refusal quotes the user data (%q): %v", word, err)
+			}
 		}
 	}
 	if _, ok, err := attestation.MachineConfigFrom(user); ok || err != nil {

