@@ -227,6 +227,12 @@ func TestInvalidObjectsAreRefusedNamingTheField(t *testing.T) {
 		{"nameserver not an IP", hvcProxmox, []string{"spec.proxmox.dns", "{nameservers: [dns.example.com]}"}, "each nameserver must be an IP address"},
 		{"zero clone concurrency", hvcProxmox, []string{"spec.proxmox.maxConcurrentClonesPerNode", "0"}, "spec.proxmox.maxConcurrentClonesPerNode: Invalid value: 0"},
 		{"bad proxmox tag", hvcProxmox, []string{"spec.proxmox.tags", "[Bad Tag]"}, "spec.proxmox.tags[0]"},
+		{"reserved cluster tag", hvcProxmox, []string{"spec.proxmox.tags", "[lab, hyperfleet]"}, "spec.proxmox.tags[1]: Invalid value: \"hyperfleet\": the tag hyperfleet and tags starting with hf- are reserved"},
+		{"owner tag in cluster tags", hvcProxmox, []string{"spec.proxmox.tags", "[hf-owner-1234]"}, "spec.proxmox.tags[0]: Invalid value: \"hf-owner-1234\": the tag hyperfleet and tags starting with hf- are reserved"},
+		{"bad node name in a list", hvcProxmox, []string{"spec.proxmox.nodes", "[pve1, \"pve 2\"]"}, "spec.proxmox.nodes[1] in body should match"},
+		{"reserved kubevirt label", hvcProxmox, []string{"spec.provider", "kubevirt", "spec.proxmox", "-", "spec.kubevirt", "{labels: {hyperfleet.io/owner-uid: x}}"}, "keys under hyperfleet.io/ are reserved"},
+		{"kubevirt label value not a label value", hvcProxmox, []string{"spec.provider", "kubevirt", "spec.proxmox", "-", "spec.kubevirt", "{labels: {team: \"a b\"}}"}, "spec.kubevirt.labels.team in body should match"},
+		{"kubevirt namespace not a name", hvcProxmox, []string{"spec.provider", "kubevirt", "spec.proxmox", "-", "spec.kubevirt", "{namespace: ../kube-system}"}, "spec.kubevirt.namespace in body should match"},
 		// HypervisorMachineTemplate
 		{"template for both providers", hmtProxmox, []string{"spec.kubevirt", "{virtualMachine: {}}"}, "exactly one of spec.proxmox or spec.kubevirt must be set"},
 		{"template for no provider", hmtProxmox, []string{"spec.proxmox", "-"}, "exactly one of spec.proxmox or spec.kubevirt must be set"},
@@ -238,6 +244,7 @@ func TestInvalidObjectsAreRefusedNamingTheField(t *testing.T) {
 		{"static address without prefix", hmtProxmox, []string{"spec.network", "{ipv4: {mode: Static, addresses: [10.0.0.5], gateway: 10.0.0.1}}"}, "each address must be IPv4 in CIDR form"},
 		{"runner workload without its section", hmtProxmox, []string{"spec.workload", "{type: github-runner}"}, "spec.workload.githubRunner is required when spec.workload.type is github-runner"},
 		{"attestation without SPIRE", hmtProxmox, []string{"spec.attestation", "{method: join-token}"}, "spec.attestation.spire is required when spec.attestation.method is join-token or tpm"},
+		{"reserved template tag", hmtProxmox, []string{"spec.proxmox.tags", "[ci, hf-inst-other]"}, "spec.proxmox.tags[1]: Invalid value: \"hf-inst-other\": the tag hyperfleet and tags starting with hf- are reserved"},
 		{"kubevirt without a VM template", hmtProxmox, []string{"spec.proxmox", "-", "spec.kubevirt", "{runStrategy: Always}"}, "spec.kubevirt needs exactly one of virtualMachine (inline) or templateConfigMapRef"},
 		// MachineClaim
 		{"claim without template", mcBasic, []string{"spec.templateRef", "-"}, "spec.templateRef: Required value"},
@@ -247,6 +254,8 @@ func TestInvalidObjectsAreRefusedNamingTheField(t *testing.T) {
 		{"repository without owner", rpRepo, []string{"spec.github.owner", "-"}, "spec.github.repository requires spec.github.owner"},
 		{"neither repository nor organization", rpRepo, []string{"spec.github.repository", "-"}, "spec.github needs owner and repository, or organization"},
 		{"replicas above max", rpRepo, []string{"spec.maxReplicas", "3", "spec.replicas", "4"}, "spec.replicas must be between spec.minReplicas and spec.maxReplicas"},
+		{"runner label with a comma", rpRepo, []string{"spec.labels", "[linux, \"gpu,arm64\"]"}, "spec.labels[1] in body should match"},
+		{"empty runner label", rpRepo, []string{"spec.labels", "[linux, \"\"]"}, "spec.labels[1] in body should be at least 1 chars long"},
 		{"unknown registration method", rpRepo, []string{"spec.registrationMethod", "PAT"}, `spec.registrationMethod: Unsupported value: "PAT"`},
 		// Cyberdesk
 		{"timeout below one second", "apiVersion: cyberdesk.io/v1alpha1\nkind: Cyberdesk\nmetadata: {name: x}\nspec: {timeoutMs: 999}\n", nil, "spec.timeoutMs: Invalid value: 999: spec.timeoutMs in body should be greater than or equal to 1000"},
@@ -288,30 +297,67 @@ func wantRefused(t *testing.T, obj client.Object, want string) {
 	}
 }
 
+// Each field that places machines or chooses a pool's scope is checked for
+// set (absent → present), change and unset (present → absent): a rule on
+// the field alone lets the first and the last through.
 func TestFieldsThatWouldOrphanAMachineAreImmutable(t *testing.T) {
+	const hvcKubeVirt = `apiVersion: hypervisor.hyperfleet.io/v1alpha1
+kind: HypervisorCluster
+metadata: {name: x}
+spec:
+  provider: kubevirt
+`
+	const rpOrg = `apiVersion: hypervisor.hyperfleet.io/v1alpha1
+kind: RunnerPool
+metadata: {name: x}
+spec:
+  templateRef: {name: t}
+  github:
+    organization: acme
+    credentialsRef: {name: gh}
+`
 	cases := []struct {
 		name   string
 		obj    string
+		start  []string
 		change []string
 		want   string
 	}{
-		{"cluster provider", hvcProxmox, []string{"spec.provider", "kubevirt", "spec.proxmox", "-"}, "spec.provider is immutable"},
-		{"template cluster", hmtProxmox, []string{"spec.clusterRef.name", "other"}, "spec.clusterRef is immutable"},
-		{"claim template", mcBasic, []string{"spec.templateRef.name", "other"}, "spec.templateRef is immutable"},
-		{"pool repository", rpRepo, []string{"spec.github.repository", "other"}, "spec.github.repository is immutable"},
-		{"pool owner", rpRepo, []string{"spec.github.owner", "other"}, "spec.github.owner is immutable"},
+		{"cluster provider", hvcProxmox, nil, []string{"spec.provider", "kubevirt", "spec.proxmox", "-"}, "spec.provider is immutable"},
+		{"cluster endpoint changed", hvcProxmox, nil, []string{"spec.endpoint", "https://other:8006/api2/json"}, "spec.endpoint is immutable"},
+		{"cluster endpoint set", hvcKubeVirt, nil, []string{"spec.endpoint", "https://other:6443"}, "spec.endpoint is immutable"},
+		{"cluster endpoint unset", hvcKubeVirt, []string{"spec.endpoint", "https://other:6443"}, []string{"spec.endpoint", "-"}, "spec.endpoint is immutable"},
+		{"cluster credentials changed", hvcProxmox, nil, []string{"spec.credentialsRef.name", "other"}, "spec.credentialsRef is immutable"},
+		{"cluster credentials set", hvcKubeVirt, nil, []string{"spec.credentialsRef", "{name: remote}"}, "spec.credentialsRef is immutable"},
+		{"cluster credentials unset", hvcKubeVirt, []string{"spec.credentialsRef", "{name: remote}"}, []string{"spec.credentialsRef", "-"}, "spec.credentialsRef is immutable"},
+		{"kubevirt namespace changed", hvcKubeVirt, []string{"spec.kubevirt", "{namespace: vms}"}, []string{"spec.kubevirt", "{namespace: other}"}, "spec.kubevirt.namespace is immutable"},
+		{"kubevirt namespace set", hvcKubeVirt, []string{"spec.kubevirt", "{}"}, []string{"spec.kubevirt", "{namespace: vms}"}, "spec.kubevirt.namespace is immutable"},
+		{"kubevirt namespace set with its section", hvcKubeVirt, nil, []string{"spec.kubevirt", "{namespace: vms}"}, "spec.kubevirt.namespace is immutable"},
+		{"kubevirt namespace unset", hvcKubeVirt, []string{"spec.kubevirt", "{namespace: vms}"}, []string{"spec.kubevirt", "-"}, "spec.kubevirt.namespace is immutable"},
+		{"template cluster", hmtProxmox, nil, []string{"spec.clusterRef.name", "other"}, "spec.clusterRef is immutable"},
+		{"claim template", mcBasic, nil, []string{"spec.templateRef.name", "other"}, "spec.templateRef is immutable"},
+		{"pool repository", rpRepo, nil, []string{"spec.github.repository", "other"}, "spec.github.repository is immutable"},
+		{"pool owner", rpRepo, nil, []string{"spec.github.owner", "other"}, "spec.github.owner is immutable"},
+		{"pool organization", rpOrg, nil, []string{"spec.github.organization", "other"}, "spec.github.organization is immutable"},
+		{"pool repository set on an organization pool", rpOrg, nil, []string{"spec.github.owner", "acme", "spec.github.repository", "app"}, "spec.github.owner is immutable"},
+		{"pool organization set on a repository pool", rpRepo, nil, []string{"spec.github.organization", "acme"}, "spec.github.organization is immutable"},
+		{"pool organization unset", rpRepo, []string{"spec.github.organization", "acme"}, []string{"spec.github.organization", "-"}, "spec.github.organization is immutable"},
+		{"pool repository and owner unset", rpOrg, []string{"spec.github.owner", "acme", "spec.github.repository", "app"}, []string{"spec.github.owner", "-", "spec.github.repository", "-"}, "spec.github.repository is immutable"},
+		{"pool API URL changed", rpRepo, []string{"spec.github.apiURL", "https://ghe.example.com/api/v3/"}, []string{"spec.github.apiURL", "https://other.example.com/api/v3/"}, "spec.github.apiURL is immutable"},
+		{"pool API URL set", rpRepo, nil, []string{"spec.github.apiURL", "https://ghe.example.com/api/v3/"}, "spec.github.apiURL is immutable"},
+		{"pool API URL unset", rpRepo, []string{"spec.github.apiURL", "https://ghe.example.com/api/v3/"}, []string{"spec.github.apiURL", "-"}, "spec.github.apiURL is immutable"},
 	}
 	ns := testenv.Namespace(t)
 	ctx := context.Background()
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			obj := edit(t, tc.obj)
+			obj := edit(t, tc.obj, tc.start...)
 			obj.SetName(fmt.Sprintf("immutable-%d", i))
 			obj.SetNamespace(ns)
 			if err := testenv.Client().Create(ctx, obj); err != nil {
 				t.Fatalf("creating: %v", err)
 			}
-			changed := edit(t, tc.obj, tc.change...)
+			changed := edit(t, tc.obj, append(append([]string{}, tc.start...), tc.change...)...)
 			changed.SetName(obj.GetName())
 			changed.SetNamespace(ns)
 			changed.SetResourceVersion(obj.GetResourceVersion())

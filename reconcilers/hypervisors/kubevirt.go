@@ -42,7 +42,13 @@ func KubeVirt(local LocalCluster) Factory {
 	return func(cluster *hypervisorv1alpha1.HypervisorCluster, creds Credentials) (providers.Hypervisor, error) {
 		cfg := kubevirt.Config{Client: local.Client, Reader: local.Reader, OwnerKind: "MachineClaim", Installation: local.Installation}
 		if kv := cluster.Spec.KubeVirt; kv != nil {
-			cfg.Namespace, cfg.Labels = kv.Namespace, kv.Labels
+			cfg.Namespace = kv.Namespace
+			if len(kv.Labels) > 0 {
+				cfg.Labels = make(map[string]string, len(kv.Labels))
+				for k, v := range kv.Labels {
+					cfg.Labels[k] = string(v)
+				}
+			}
 		}
 		ref := cluster.Spec.CredentialsRef
 		if ref == nil && cfg.Namespace != "" && cfg.Namespace != cluster.Namespace {

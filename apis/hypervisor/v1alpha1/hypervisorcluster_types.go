@@ -21,6 +21,12 @@ const (
 // +kubebuilder:validation:XValidation:rule="self.provider != 'kubevirt' || !has(self.proxmox)",message="spec.proxmox must not be set when spec.provider is kubevirt"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'proxmox' || (has(self.endpoint) && self.endpoint.startsWith('https://'))",message="spec.endpoint is required for provider proxmox and must be an https:// URL, e.g. https://pve.example.com:8006/api2/json"
 // +kubebuilder:validation:XValidation:rule="self.provider != 'proxmox' || has(self.credentialsRef)",message="spec.credentialsRef is required for provider proxmox: name a Secret holding tokenID and tokenSecret, or username and password"
+// Immutability is checked here, on the parent, so that adding or removing a
+// field is refused as well as changing it: a rule on the field itself only
+// runs when both the old and the new object have it.
+// +kubebuilder:validation:XValidation:rule="has(self.endpoint) == has(oldSelf.endpoint) && (!has(self.endpoint) || self.endpoint == oldSelf.endpoint)",message="spec.endpoint is immutable (it cannot be set, changed or removed): the machines already made are on the old endpoint and would be orphaned; create a new HypervisorCluster instead"
+// +kubebuilder:validation:XValidation:rule="has(self.credentialsRef) == has(oldSelf.credentialsRef) && (!has(self.credentialsRef) || self.credentialsRef.name == oldSelf.credentialsRef.name)",message="spec.credentialsRef is immutable (it cannot be set, changed or removed): for kubevirt it chooses the cluster the machines are on; rotate the credentials inside the Secret instead"
+// +kubebuilder:validation:XValidation:rule="has(self.kubevirt) == has(oldSelf.kubevirt) || (has(self.kubevirt) ? !has(self.kubevirt.namespace) : !has(oldSelf.kubevirt.namespace))",message="spec.kubevirt.namespace is immutable (it cannot be set, changed or removed): the machines already made are in the old namespace and would be orphaned; create a new HypervisorCluster instead"
 type HypervisorClusterSpec struct {
 	// Provider selects the hypervisor backend. It cannot be changed: the
 	// machines already running belong to the backend that made them.
@@ -95,6 +101,7 @@ type ProxmoxClusterSpec struct {
 	// Nodes limits placement to these Proxmox nodes. Empty: every online node.
 	// +kubebuilder:validation:MaxItems=64
 	// +kubebuilder:validation:items:MaxLength=64
+	// +kubebuilder:validation:items:Pattern=`^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$`
 	// +listType=set
 	// +optional
 	Nodes []string `json:"nodes,omitempty"`
@@ -114,10 +121,12 @@ type ProxmoxClusterSpec struct {
 	DNS *DNSConfig `json:"dns,omitempty"`
 
 	// Tags are added to every VM HyperFleet creates here, besides the
-	// ownership tags it always sets.
+	// ownership tags it always sets. The tag hyperfleet and every tag
+	// starting with hf- are the operator's own marks and are refused.
 	// +kubebuilder:validation:MaxItems=32
 	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9][a-z0-9_.+-]*$`
+	// +kubebuilder:validation:items:XValidation:rule="self != 'hyperfleet' && !self.startsWith('hf-')",message="the tag hyperfleet and tags starting with hf- are reserved for the operator's ownership marks"
 	// +listType=set
 	// +optional
 	Tags []string `json:"tags,omitempty"`
@@ -173,16 +182,33 @@ type DNSConfig struct {
 }
 
 // KubeVirtClusterSpec holds KubeVirt cluster-wide settings.
+// (The change itself is refused on the field: the same comparison written
+// here is estimated by the API server at over a hundred times its budget.)
+// +kubebuilder:validation:XValidation:rule="has(self.namespace) == has(oldSelf.namespace)",message="spec.kubevirt.namespace is immutable (it cannot be set, changed or removed): the machines already made are in the old namespace and would be orphaned; create a new HypervisorCluster instead"
 type KubeVirtClusterSpec struct {
-	// Namespace where VirtualMachines are created. Empty: the claim's namespace.
+	// Namespace where VirtualMachines are created. Empty: the claim's
+	// namespace. On the operator's own cluster (no credentialsRef) only this
+	// HypervisorCluster's own namespace is accepted; on a remote cluster the
+	// kubeconfig's own rights decide.
 	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.kubevirt.namespace is immutable (it cannot be set, changed or removed): the machines already made are in the old namespace and would be orphaned; create a new HypervisorCluster instead"
 	// +optional
 	Namespace string `json:"namespace,omitempty"`
 
 	// Labels added to every VirtualMachine, besides the ownership labels.
+	// Keys under hyperfleet.io/ are the operator's own and are refused.
+	// +kubebuilder:validation:MaxProperties=32
+	// +kubebuilder:validation:XValidation:rule="self.all(k, !k.startsWith('hyperfleet.io/'))",message="spec.kubevirt.labels keys under hyperfleet.io/ are reserved for the operator's ownership labels"
 	// +optional
-	Labels map[string]string `json:"labels,omitempty"`
+	Labels map[string]LabelValue `json:"labels,omitempty"`
 }
+
+// LabelValue is a Kubernetes label value: checked here, where the tenant
+// writes it, not when the VirtualMachine it lands on is refused later.
+// +kubebuilder:validation:MaxLength=63
+// +kubebuilder:validation:Pattern=`^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$`
+type LabelValue string
 
 // ClusterNode is one hypervisor node as last observed.
 type ClusterNode struct {

@@ -326,9 +326,13 @@ type ProxmoxTemplateSpec struct {
 	// +kubebuilder:validation:MaxLength=64
 	// +optional
 	Pool string `json:"pool,omitempty"`
-	// Tags are added to every VM cloned from this template.
+	// Tags are added to every VM cloned from this template. The tag
+	// hyperfleet and every tag starting with hf- are the operator's own
+	// marks and are refused.
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MaxLength=64
 	// +kubebuilder:validation:items:Pattern=`^[a-z0-9][a-z0-9_.+-]*$`
+	// +kubebuilder:validation:items:XValidation:rule="self != 'hyperfleet' && !self.startsWith('hf-')",message="the tag hyperfleet and tags starting with hf- are reserved for the operator's ownership marks"
 	// +listType=set
 	// +optional
 	Tags []string `json:"tags,omitempty"`

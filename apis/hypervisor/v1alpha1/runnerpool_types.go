@@ -36,7 +36,9 @@ type RunnerPoolSpec struct {
 	// Labels runners register with (besides self-hosted and the OS/arch
 	// labels); a queued job goes to the pool whose labels cover all of its own.
 	// +kubebuilder:validation:MaxItems=32
+	// +kubebuilder:validation:items:MinLength=1
 	// +kubebuilder:validation:items:MaxLength=256
+	// +kubebuilder:validation:items:Pattern=`^[^,\s]+$`
 	// +listType=set
 	// +optional
 	Labels []string `json:"labels,omitempty"`
@@ -115,6 +117,13 @@ type RunnerPoolSpec struct {
 // GitHubRunnerScope is a repository, or an organization, plus credentials.
 // +kubebuilder:validation:XValidation:rule="!has(self.repository) || has(self.owner)",message="spec.github.repository requires spec.github.owner"
 // +kubebuilder:validation:XValidation:rule="has(self.repository) || has(self.organization)",message="spec.github needs owner and repository, or organization"
+// Adding or removing a scope field switches the pool's scope as surely as
+// changing it, so these rules sit on the parent: a rule on the field itself
+// only runs when both the old and the new object have it.
+// +kubebuilder:validation:XValidation:rule="has(self.owner) == has(oldSelf.owner)",message="spec.github.owner is immutable (it cannot be set or removed): runners already registered would be orphaned; create a new RunnerPool instead"
+// +kubebuilder:validation:XValidation:rule="has(self.repository) == has(oldSelf.repository)",message="spec.github.repository is immutable (it cannot be set or removed): runners already registered would be orphaned; create a new RunnerPool instead"
+// +kubebuilder:validation:XValidation:rule="has(self.organization) == has(oldSelf.organization)",message="spec.github.organization is immutable (it cannot be set or removed): runners already registered would be orphaned; create a new RunnerPool instead"
+// +kubebuilder:validation:XValidation:rule="has(self.apiURL) == has(oldSelf.apiURL) && (!has(self.apiURL) || self.apiURL == oldSelf.apiURL)",message="spec.github.apiURL is immutable (it cannot be set, changed or removed): runners already registered on the old GitHub would be orphaned; create a new RunnerPool instead"
 type GitHubRunnerScope struct {
 	// Owner of the repository (user or organization).
 	// +kubebuilder:validation:MaxLength=39

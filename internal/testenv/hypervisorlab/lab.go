@@ -227,7 +227,7 @@ func KubeVirt(t *testing.T) *Lab {
 		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
 			Provider:            hypervisorv1alpha1.ProviderKubeVirt,
 			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
-			KubeVirt:            &hypervisorv1alpha1.KubeVirtClusterSpec{Labels: map[string]string{"team": "ci"}},
+			KubeVirt:            &hypervisorv1alpha1.KubeVirtClusterSpec{Labels: map[string]hypervisorv1alpha1.LabelValue{"team": "ci"}},
 		},
 	})
 	l.Create(&hypervisorv1alpha1.HypervisorMachineTemplate{
