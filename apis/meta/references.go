@@ -57,6 +57,11 @@ type KeyReference struct {
 // it never lists or watches the other Secrets of the cluster.
 const CredentialsLabel = "hyperfleet.io/credentials"
 
+// ForClaimLabel is on every Secret the operator makes for one machine (a
+// runner's bootstrap Secret), naming that machine's MachineClaim: only that
+// claim may name the Secret in its spec.
+const ForClaimLabel = "hyperfleet.io/for-claim"
+
 // ManagedByLabel, set to ManagedByValue, is on every Pod, Service,
 // Deployment and ConfigMap the operator makes. The operator's cache selects
 // those kinds on it, so it never lists or watches the other Pods and

@@ -259,7 +259,7 @@ func (e *Endpoint) credentialsRef(ctx context.Context, claim *hypervisorv1alpha1
 
 // read returns the credentials as the JSON object the machine decodes.
 func (e *Endpoint) read(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim, ref *meta.SecretKeyReference) ([]byte, error) {
-	secret, err := e.Credentials.Secret(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: ref.Name}, "spec.credentialsSecretRef")
+	secret, err := e.Credentials.ClaimSecret(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: ref.Name}, "spec.credentialsSecretRef", claim)
 	if err != nil {
 		return nil, err
 	}

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -220,3 +221,52 @@ func (r *Reader) Key(ctx context.Context, namespace string, ref *meta.KeyReferen
 	}
 	return nil, providers.Permanent(reason, fmt.Sprintf("Secret %s has no key %q, or it is empty (%s.key)", key, ref.Key, field), nil)
 }
+
+// SecretNotForThisClaimReason is the reason a claim is refused a Secret the
+// operator made for another machine.
+const SecretNotForThisClaimReason = "SecretNotForThisClaim"
+
+// ClaimSecret is Secret for a field of a MachineClaim's spec: besides the
+// label gate, a Secret the operator made for one machine (a runner's
+// bootstrap Secret: its user data and its runner credential) is given only
+// to the claim it was made for. Any other claim of the namespace could name
+// it, and its machine would boot with, or be handed, another runner's
+// registration.
+func (r *Reader) ClaimSecret(ctx context.Context, key types.NamespacedName, field string, claim client.Object) (*corev1.Secret, error) {
+	secret, err := r.Secret(ctx, key, field)
+	if err != nil {
+		return nil, err
+	}
+	if err := madeForClaim(secret, claim); err != nil {
+		return nil, providers.Permanent(SecretNotForThisClaimReason, fmt.Sprintf(
+			"Secret %s (%s) %s: name a Secret of your own", key, field, err), nil)
+	}
+	return secret, nil
+}
+
+// madeForClaim says why secret is not claim's to use, or nil when it is:
+// a tenant's own Secret (no HyperFleet controller), or one the operator made
+// for this very claim.
+func madeForClaim(secret *corev1.Secret, claim client.Object) error {
+	if forClaim, ok := secret.Labels[meta.ForClaimLabel]; ok && forClaim != claim.GetName() {
+		return fmt.Errorf("was made by HyperFleet for the MachineClaim %s", forClaim)
+	}
+	owner := metav1.GetControllerOf(secret)
+	if owner == nil || !strings.HasPrefix(owner.APIVersion, hyperfleetGroup+"/") {
+		return nil
+	}
+	switch {
+	case owner.UID == claim.GetUID():
+		return nil
+	case owner.Kind != "MachineClaim" && secret.Labels[meta.ForClaimLabel] == claim.GetName():
+		// Made by the claim's pool for it, before the claim existed to own it.
+		if c := metav1.GetControllerOf(claim); c != nil && c.UID == owner.UID {
+			return nil
+		}
+	}
+	return fmt.Errorf("was made by HyperFleet for %s %s", owner.Kind, owner.Name)
+}
+
+// hyperfleetGroup is the API group of the kinds whose Secrets the operator
+// makes.
+const hyperfleetGroup = "hypervisor.hyperfleet.io"

@@ -13,7 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers"
@@ -160,4 +162,93 @@ func TestReadsAreBoundedAndEvicted(t *testing.T) {
 	if n := r.Len(); n != 1 {
 		t.Errorf("%d reads kept after the others expired, want 1", n)
 	}
+}
+
+// A Secret the operator made for one machine (a runner's bootstrap Secret)
+// is given only to that machine's claim, before and after the claim takes
+// it over from its pool; a tenant's own labelled Secret to any claim.
+func TestClaimSecretIsOnlyForItsClaim(t *testing.T) {
+	ns := testenv.Namespace(t)
+	ctx := context.Background()
+	c := testenv.Client()
+	pool := &hypervisorv1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{
+			TemplateRef: meta.LocalObjectReference{Name: "t"}, MaxReplicas: 2,
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Organization: "acme", CredentialsRef: meta.LocalObjectReference{Name: "gh"}},
+		},
+	}
+	if err := c.Create(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	claim := func(name string, controlled bool) *hypervisorv1alpha1.MachineClaim {
+		mc := &hypervisorv1alpha1.MachineClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "t"}},
+		}
+		if controlled {
+			if err := controllerutil.SetControllerReference(pool, mc, c.Scheme()); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Create(ctx, mc); err != nil {
+			t.Fatal(err)
+		}
+		return mc
+	}
+	runner, sibling, intruder := claim("runner-a", true), claim("runner-b", true), claim("intruder", false)
+
+	bootstrap := &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "runner-a-bootstrap", Namespace: ns,
+			Labels: map[string]string{meta.CredentialsLabel: "true", meta.ForClaimLabel: runner.Name}},
+		StringData: map[string]string{"credentials": `{"jitConfig":"x"}`},
+	}
+	if err := controllerutil.SetControllerReference(pool, bootstrap, c.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Create(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	createSecret(t, ns, "own", true)
+
+	r, _, _ := newReader(0)
+	check := func(secret string, mc *hypervisorv1alpha1.MachineClaim, allowed bool) {
+		t.Helper()
+		_, err := r.ClaimSecret(ctx, types.NamespacedName{Namespace: ns, Name: secret}, "spec.credentialsSecretRef", mc)
+		p, refused := providers.IsPermanent(err)
+		switch {
+		case allowed && err != nil:
+			t.Errorf("%s refused %s: %v", mc.Name, secret, err)
+		case !allowed && (!refused || p.Reason != credentials.SecretNotForThisClaimReason):
+			t.Errorf("%s was given %s, made for another machine (err %v)", mc.Name, secret, err)
+		case !allowed && !strings.Contains(p.Message, "spec.credentialsSecretRef"):
+			t.Errorf("the refusal must name the field: %q", p.Message)
+		}
+	}
+	check("runner-a-bootstrap", runner, true)
+	check("runner-a-bootstrap", sibling, false)
+	check("runner-a-bootstrap", intruder, false)
+	check("own", intruder, true)
+
+	// The pool hands the Secret over to the claim it was made for.
+	bootstrap.OwnerReferences = nil
+	if err := controllerutil.SetControllerReference(runner, bootstrap, c.Scheme()); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Update(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ = newReader(0)
+	check("runner-a-bootstrap", runner, true)
+	check("runner-a-bootstrap", sibling, false)
+	check("runner-a-bootstrap", intruder, false)
+
+	// Without the label, the controller alone still tells whose it is.
+	delete(bootstrap.Labels, meta.ForClaimLabel)
+	if err := c.Update(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	r, _, _ = newReader(0)
+	check("runner-a-bootstrap", runner, true)
+	check("runner-a-bootstrap", intruder, false)
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -259,7 +260,12 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 	spec.Requested = c.CreationTimestamp.Time
 	spec.Network.IPv4CIDR = c.Status.AssignedAddress
 	if ref := c.Spec.UserDataSecretRef; ref != nil {
-		data, err := r.userData(ctx, c.Namespace, ref)
+		data, err := r.userData(ctx, c, ref)
+		if p, ok := providers.IsPermanent(err); ok && p.Reason == credentials.SecretNotForThisClaimReason {
+			// Another machine's Secret: no wait makes it this claim's.
+			s.blocked = &blocker{state: conditions.Stalled, reason: p.Reason, message: p.Message}
+			return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+		}
 		if err != nil {
 			s.blocked = &blocker{state: conditions.Waiting, reason: meta.SecretNotFoundReason, message: err.Error()}
 			return skeleton.StopAndRequeue(r.backoff.next(c.UID, 10*time.Second)), nil
@@ -472,11 +478,11 @@ func setReference(c *hypervisorv1alpha1.MachineClaim, ref providers.MachineRef) 
 }
 
 // userData reads cloud-init user data from a Secret key (the Secret needs
-// the credentials label).
-func (r *Reconciler) userData(ctx context.Context, namespace string, ref *meta.SecretKeyReference) (string, error) {
-	secret, err := r.Credentials.Secret(ctx, types.NamespacedName{Namespace: namespace, Name: ref.Name}, "spec.userDataSecretRef")
+// the credentials label, and must not be one made for another machine).
+func (r *Reconciler) userData(ctx context.Context, c *hypervisorv1alpha1.MachineClaim, ref *meta.SecretKeyReference) (string, error) {
+	secret, err := r.Credentials.ClaimSecret(ctx, types.NamespacedName{Namespace: c.Namespace, Name: ref.Name}, "spec.userDataSecretRef", c)
 	if err != nil {
-		if p, ok := providers.IsPermanent(err); ok {
+		if p, ok := providers.IsPermanent(err); ok && p.Reason != credentials.SecretNotForThisClaimReason {
 			return "", errors.New(p.Message)
 		}
 		return "", err

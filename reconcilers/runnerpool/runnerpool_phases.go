@@ -709,7 +709,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	labels := map[string]string{PoolLabel: pool.Name}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName(name), Namespace: pool.Namespace,
-			Labels: map[string]string{PoolLabel: pool.Name, meta.CredentialsLabel: "true"}},
+			Labels: map[string]string{PoolLabel: pool.Name, meta.CredentialsLabel: "true", meta.ForClaimLabel: name}},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: data,
 	}
