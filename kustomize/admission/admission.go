@@ -27,9 +27,30 @@ import (
 //go:embed machineclaim-finalizer.yaml
 var machineClaimFinalizer []byte
 
+//go:embed workload-pods.yaml
+var workloadPods []byte
+
 // Objects returns the policies and their bindings.
 func Objects() ([]*unstructured.Unstructured, error) {
-	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(machineClaimFinalizer), 4096)
+	finalizer, err := decode("machineclaim-finalizer.yaml", machineClaimFinalizer)
+	if err != nil {
+		return nil, err
+	}
+	pods, err := WorkloadPodsPolicy()
+	if err != nil {
+		return nil, err
+	}
+	return append(finalizer, pods...), nil
+}
+
+// WorkloadPodsPolicy returns the policy (and its binding) that lets only
+// users who may make Pods create the kinds the operator turns into Pods.
+func WorkloadPodsPolicy() ([]*unstructured.Unstructured, error) {
+	return decode("workload-pods.yaml", workloadPods)
+}
+
+func decode(name string, data []byte) ([]*unstructured.Unstructured, error) {
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var out []*unstructured.Unstructured
 	for {
 		u := &unstructured.Unstructured{}
@@ -37,7 +58,7 @@ func Objects() ([]*unstructured.Unstructured, error) {
 			if errors.Is(err, io.EOF) {
 				return out, nil
 			}
-			return nil, fmt.Errorf("decoding machineclaim-finalizer.yaml: %w", err)
+			return nil, fmt.Errorf("decoding %s: %w", name, err)
 		}
 		if len(u.Object) > 0 {
 			out = append(out, u)

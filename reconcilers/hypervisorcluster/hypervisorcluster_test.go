@@ -23,6 +23,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
@@ -148,6 +149,7 @@ func TestKubeVirtRemoteClusterThroughKubeconfig(t *testing.T) {
 // never sees the file's bytes.
 func TestKubeconfigFilePathsAreRefused(t *testing.T) {
 	l := hypervisorlab.KubeVirt(t)
+	tenant := testenv.Tenant(t, l.NS)
 	const marker = "operator-token-c0ffee-4242"
 	tokenFile := filepath.Join(t.TempDir(), "token")
 	if err := os.WriteFile(tokenFile, []byte(marker), 0o600); err != nil {
@@ -179,7 +181,7 @@ users:
   user:
     tokenFile: %s
 `, attacker.URL, base64.StdEncoding.EncodeToString(ca), tokenFile)
-	l.Create(&corev1.Secret{
+	create(t, tenant, l.NS, &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "steal", Labels: map[string]string{meta.CredentialsLabel: "true"}},
 		Data:       map[string][]byte{"kubeconfig": []byte(kubeconfig)},
 	})
@@ -190,7 +192,7 @@ users:
 			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
 		},
 	}
-	l.Create(cluster)
+	create(t, tenant, l.NS, cluster)
 	l.WaitReason(cluster, "KubeconfigInvalid", 30*time.Second)
 	ready := hypervisorlab.ReadyCondition(cluster.Status.Conditions)
 	if !strings.Contains(ready.Message, "tokenFile") {
@@ -208,6 +210,7 @@ users:
 // machines (and their cloud-init Secrets) into another namespace.
 func TestKubeVirtNamespaceMustBeOwn(t *testing.T) {
 	l := hypervisorlab.KubeVirt(t)
+	tenant := testenv.Tenant(t, l.NS)
 	cluster := &hypervisorv1alpha1.HypervisorCluster{
 		ObjectMeta: metav1.ObjectMeta{Name: "kv-elsewhere"},
 		Spec: hypervisorv1alpha1.HypervisorClusterSpec{
@@ -216,7 +219,7 @@ func TestKubeVirtNamespaceMustBeOwn(t *testing.T) {
 			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
 		},
 	}
-	l.Create(cluster)
+	create(t, tenant, l.NS, cluster)
 	l.WaitReason(cluster, "NamespaceNotAllowed", 30*time.Second)
 	if msg := hypervisorlab.ReadyCondition(cluster.Status.Conditions).Message; !strings.Contains(msg, "spec.kubevirt.namespace") {
 		t.Errorf("the refusal must name the field: %q", msg)
@@ -229,6 +232,15 @@ func TestKubeVirtNamespaceMustBeOwn(t *testing.T) {
 			HealthCheckInterval: &metav1.Duration{Duration: time.Second},
 		},
 	}
-	l.Create(own)
+	create(t, tenant, l.NS, own)
 	l.WaitReason(own, "Connected", 30*time.Second)
+}
+
+// create makes obj in ns as the tenant c, failing the test if it cannot.
+func create(t *testing.T, c client.Client, ns string, obj client.Object) {
+	t.Helper()
+	obj.SetNamespace(ns)
+	if err := c.Create(context.Background(), obj); err != nil {
+		t.Fatalf("the tenant cannot create %T %s: %v", obj, obj.GetName(), err)
+	}
 }
