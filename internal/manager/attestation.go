@@ -28,6 +28,8 @@ type AttestationOptions struct {
 	// trust domain. Both set: the credential endpoint runs, with an SVID
 	// minted on that server.
 	AdminSocket, TrustDomain string
+	// AllowedAdminSockets are further admin sockets templates may name.
+	AllowedAdminSockets []string
 	// ServerAddress and AdminCredentials reach the server's admin API over
 	// TCP instead: host:port, and a Secret in the operator's namespace with
 	// the admin SVID (tls.crt, tls.key) and the trust bundle (bundle.crt).
@@ -46,7 +48,11 @@ type AttestationOptions struct {
 }
 
 func (o *AttestationOptions) bindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.AdminSocket, "spire-admin-socket", "", "The SPIRE server's admin API socket (mounted into the operator's Pod), for templates with spec.attestation; a template's spec.attestation.spire.adminSocketPath wins. Empty: attesting templates stall, saying what to configure.")
+	fs.StringVar(&o.AdminSocket, "spire-admin-socket", "", "The SPIRE server's admin API socket (mounted into the operator's Pod), for templates with spec.attestation; a template's spec.attestation.spire.adminSocketPath wins when --spire-allowed-admin-socket lists it. Empty: attesting templates stall, saying what to configure.")
+	fs.Func("spire-allowed-admin-socket", "Another SPIRE server admin socket (mounted into the operator's Pod) that templates may name in spec.attestation.spire.adminSocketPath; repeat for more. A template naming any other path is refused.", func(s string) error {
+		o.AllowedAdminSockets = append(o.AllowedAdminSockets, s)
+		return nil
+	})
 	fs.StringVar(&o.ServerAddress, "spire-server-address", "", "The SPIRE server's TCP endpoint (host:port), reached as an admin workload with --spire-admin-credentials, where its admin socket cannot be mounted.")
 	fs.StringVar(&o.AdminCredentials, "spire-admin-credentials", "", "A Secret in the operator's namespace with an X509-SVID the server lists in admin_ids (keys tls.crt, tls.key) and the trust bundle (bundle.crt), e.g. synced by an ExternalSecret; re-read when it changes.")
 	fs.StringVar(&o.TrustDomain, "spire-trust-domain", "", "The trust domain of --spire-admin-socket's server: the credential endpoint's SVID is minted there, and it accepts machines of that trust domain only.")
@@ -109,7 +115,7 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 	if err != nil {
 		return nil, err
 	}
-	reg := &attestation.Registry{Installation: o.InstallationID, AdminSocket: ao.AdminSocket, Selectors: selectors, AgentPath: ao.AgentPath}
+	reg := &attestation.Registry{Installation: o.InstallationID, AdminSocket: ao.AdminSocket, AllowedAdminSockets: ao.AllowedAdminSockets, Selectors: selectors, AgentPath: ao.AgentPath}
 	if ao.Dial != nil {
 		reg.Dial = ao.Dial
 	}

@@ -32,6 +32,12 @@ type Registry struct {
 	// AdminSocket is the SPIRE server admin socket used when a template's
 	// spec.attestation.spire.adminSocketPath is empty (--spire-admin-socket).
 	AdminSocket string
+	// AllowedAdminSockets are the other admin sockets a template may name in
+	// spec.attestation.spire.adminSocketPath (--spire-allowed-admin-socket).
+	// A path in a template is a tenant's word for a file on the operator's
+	// own machine: only sockets the platform's administrator listed are ever
+	// dialled, never whatever a namespaced object names.
+	AllowedAdminSockets []string
 	// Dial connects to a server's admin socket; spire.DialSocket when nil
 	// (tests give the fake).
 	Dial func(socket, trustDomain, installation string) (spire.Server, error)
@@ -75,6 +81,9 @@ type serverKey struct{ socket, trustDomain string }
 func (r *Registry) Server(ctx context.Context, cfg *hypervisorv1alpha1.SPIREConfig) (spire.Server, error) {
 	if cfg == nil {
 		return nil, fmt.Errorf("%w: set spec.attestation.spire (serverAddress, trustDomain) on the template", ErrNotConfigured)
+	}
+	if p := cfg.AdminSocketPath; p != "" && p != r.AdminSocket && !slices.Contains(r.AllowedAdminSockets, p) {
+		return nil, fmt.Errorf("%w: spec.attestation.spire.adminSocketPath %q is not one of the admin sockets the operator's administrator allowed (--spire-allowed-admin-socket): remove it to use the operator's SPIRE server, or ask them to allow it", ErrNotConfigured, p)
 	}
 	socket := cmp.Or(cfg.AdminSocketPath, r.AdminSocket)
 	if socket == "" && r.DialAdmin != nil {

@@ -284,7 +284,10 @@ type SPIREConfig struct {
 	// +required
 	TrustDomain string `json:"trustDomain"`
 	// AdminSocketPath is the SPIRE server's admin API socket the operator
-	// uses to mint join tokens and register entries and TPM aliases.
+	// uses to mint join tokens and register entries and TPM aliases. Only
+	// the operator's --spire-admin-socket or a socket its administrator
+	// listed with --spire-allowed-admin-socket is accepted; empty uses the
+	// operator's own SPIRE server.
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	AdminSocketPath string `json:"adminSocketPath,omitempty"`
