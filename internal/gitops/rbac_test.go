@@ -70,6 +70,15 @@ func TestRBACGrantsWhatIsNeeded(t *testing.T) {
 		{verb: "get", resource: "secrets", namespace: "desks", allowed: true},
 		{verb: "list", resource: "secrets", namespace: "desks", allowed: false},
 		{verb: "watch", resource: "secrets", allowed: false},
+		// Secrets the operator makes are changed with merge patches (with an
+		// optimistic lock where it matters), never whole-object updates.
+		{verb: "patch", resource: "secrets", namespace: "desks", allowed: true},
+		{verb: "update", resource: "secrets", namespace: "desks", allowed: false},
+		{verb: "deletecollection", resource: "secrets", namespace: "desks", allowed: false},
+		// Users of the tenant ClusterRoles hold them through their own
+		// bindings; the operator never binds or escalates.
+		{verb: "bind", group: "rbac.authorization.k8s.io", resource: "clusterroles", allowed: false},
+		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles", allowed: false},
 		// A cluster's finalizer and held-Secrets annotation are merge patches.
 		{verb: "patch", group: "hypervisor.hyperfleet.io", resource: "hypervisorclusters", allowed: true},
 		// The default installation id is the operator namespace's UID.

@@ -77,8 +77,12 @@ func (p *Provider) ensureSecret(ctx context.Context, s *corev1.Secret, owner pro
 	if string(have.Data[UserDataKey]) == string(s.Data[UserDataKey]) && sameOwners(have.OwnerReferences, s.OwnerReferences) {
 		return nil
 	}
+	// A patch with the read's resourceVersion: the same optimistic lock as an
+	// update, without the operator needing the broader update right on
+	// every Secret of the cluster.
+	patch := client.MergeFromWithOptions(have.DeepCopy(), client.MergeFromWithOptimisticLock{})
 	have.Data, have.OwnerReferences = s.Data, s.OwnerReferences
-	return apiError("updating Secret "+s.Namespace+"/"+s.Name, p.cfg.Client.Update(ctx, have))
+	return apiError("updating Secret "+s.Namespace+"/"+s.Name, p.cfg.Client.Patch(ctx, have, patch))
 }
 
 func sameOwners(a, b []metav1.OwnerReference) bool {

@@ -109,7 +109,7 @@ func (r *Reconciler) forgetCounts(uid string) {
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;update;patch;delete
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 
 // SetupWithManager registers the reconciler, its metrics and its watches.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
