@@ -327,7 +327,7 @@ spec:
 		{"cluster endpoint changed", hvcProxmox, nil, []string{"spec.endpoint", "https://other:8006/api2/json"}, "spec.endpoint is immutable"},
 		{"cluster endpoint set", hvcKubeVirt, nil, []string{"spec.endpoint", "https://other:6443"}, "spec.endpoint is immutable"},
 		{"cluster endpoint unset", hvcKubeVirt, []string{"spec.endpoint", "https://other:6443"}, []string{"spec.endpoint", "-"}, "spec.endpoint is immutable"},
-		{"cluster credentials changed", hvcProxmox, nil, []string{"spec.credentialsRef.name", "other"}, "spec.credentialsRef is immutable"},
+		{"kubevirt credentials changed", hvcKubeVirt, []string{"spec.credentialsRef", "{name: remote}"}, []string{"spec.credentialsRef.name", "other"}, "spec.credentialsRef is immutable"},
 		{"cluster credentials set", hvcKubeVirt, nil, []string{"spec.credentialsRef", "{name: remote}"}, "spec.credentialsRef is immutable"},
 		{"cluster credentials unset", hvcKubeVirt, []string{"spec.credentialsRef", "{name: remote}"}, []string{"spec.credentialsRef", "-"}, "spec.credentialsRef is immutable"},
 		{"kubevirt namespace changed", hvcKubeVirt, []string{"spec.kubevirt", "{namespace: vms}"}, []string{"spec.kubevirt", "{namespace: other}"}, "spec.kubevirt.namespace is immutable"},

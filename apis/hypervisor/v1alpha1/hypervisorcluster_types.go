@@ -25,7 +25,10 @@ const (
 // field is refused as well as changing it: a rule on the field itself only
 // runs when both the old and the new object have it.
 // +kubebuilder:validation:XValidation:rule="has(self.endpoint) == has(oldSelf.endpoint) && (!has(self.endpoint) || self.endpoint == oldSelf.endpoint)",message="spec.endpoint is immutable (it cannot be set, changed or removed): the machines already made are on the old endpoint and would be orphaned; create a new HypervisorCluster instead"
-// +kubebuilder:validation:XValidation:rule="has(self.credentialsRef) == has(oldSelf.credentialsRef) && (!has(self.credentialsRef) || self.credentialsRef.name == oldSelf.credentialsRef.name)",message="spec.credentialsRef is immutable (it cannot be set, changed or removed): for kubevirt it chooses the cluster the machines are on; rotate the credentials inside the Secret instead"
+// On kubevirt the credentials Secret's kubeconfig chooses the cluster the
+// machines are on; on proxmox the endpoint does, and the Secret may be
+// switched for another (the old one is held until it is let go).
+// +kubebuilder:validation:XValidation:rule="self.provider != 'kubevirt' || (has(self.credentialsRef) == has(oldSelf.credentialsRef) && (!has(self.credentialsRef) || self.credentialsRef.name == oldSelf.credentialsRef.name))",message="spec.credentialsRef is immutable on kubevirt (it cannot be set, changed or removed): its kubeconfig chooses the cluster the machines are on, which would be orphaned; rotate the kubeconfig inside the Secret instead"
 // +kubebuilder:validation:XValidation:rule="has(self.kubevirt) == has(oldSelf.kubevirt) || (has(self.kubevirt) ? !has(self.kubevirt.namespace) : !has(oldSelf.kubevirt.namespace))",message="spec.kubevirt.namespace is immutable (it cannot be set, changed or removed): the machines already made are in the old namespace and would be orphaned; create a new HypervisorCluster instead"
 type HypervisorClusterSpec struct {
 	// Provider selects the hypervisor backend. It cannot be changed: the
