@@ -51,8 +51,8 @@ func (p *Provider) pending(vmid int) (string, bool) {
 }
 
 // taskError reports on vmid's watched task once its node's watcher saw it
-// end, and forgets it: nil for success (a success with warnings is kept
-// for taskWarnings), an error carrying Proxmox's exit
+// end, and forgets it: nil for success (one with warnings was noted for
+// taskWarnings when it ended), an error carrying Proxmox's exit
 // status for a failure, TaskTimedOut for one that ran (or could not be
 // read) past TaskTimeout. A task still running is nil too: pending says so.
 func (p *Provider) taskError(_ context.Context, vmid int) error {
@@ -73,14 +73,20 @@ func (p *Provider) taskError(_ context.Context, vmid int) error {
 	case !succeeded(done.exit):
 		return providers.Transient(done.kind+"Failed", 10*time.Second,
 			fmt.Errorf("the %s task of VM %d failed: %s", done.kind, vmid, done.exit))
-	case warnings(done.exit):
-		// It succeeded: go on, and say so once, for people.
-		p.mu.Lock()
-		p.warned[vmid] = append(p.warned[vmid], fmt.Sprintf("the %s task of VM %d succeeded with %s (task %s): see its log on node %s",
-			done.kind, vmid, strings.ToLower(done.exit), done.upid, done.node))
-		p.mu.Unlock()
 	}
 	return nil
+}
+
+// noteWarnings keeps, for taskWarnings, that t (vmid's) succeeded with
+// warnings. It is noted when the watcher sees the task end, not when the
+// task is reported: a caller may move on (start the VM, watching its next
+// task) before it asks. The caller holds p.mu.
+func (p *Provider) noteWarnings(vmid int, t *watchedTask) {
+	if !warnings(t.exit) {
+		return
+	}
+	p.warned[vmid] = append(p.warned[vmid], fmt.Sprintf("the %s task of VM %d succeeded with %s (task %s): see its log on node %s",
+		t.kind, vmid, strings.ToLower(t.exit), t.upid, t.node))
 }
 
 // taskWarnings returns, once, what vmid's ended tasks warned about.

@@ -87,6 +87,7 @@ func (p *Provider) pollNode(node string) bool {
 		switch {
 		case ok:
 			t.ended, t.exit = true, exit
+			p.noteWarnings(vmid, t)
 		case now.Sub(t.started) > p.cfg.TaskTimeout:
 			// The timeout holds whether or not the listing answers (its
 			// node may be offline), so no task holds a clone slot for ever.
