@@ -120,14 +120,14 @@ const (
 	// and has no effect (a failed clone's VM disappears). It only matches
 	// requests that create tasks.
 	FaultTaskFail
+	// FaultLockError answers 500 "VM is locked (clone)" (or Message), the
+	// error Proxmox gives when a VM's config lock is held.
+	FaultLockError
 	// FaultTaskWarnings lets the request succeed and its task do its work,
 	// but end with the exit status "WARNINGS: <Count>" (default 1), as a
 	// Proxmox task that logged warnings does: a success. It only matches
 	// requests that create tasks.
 	FaultTaskWarnings
-	// FaultLockError answers 500 "VM is locked (clone)" (or Message), the
-	// error Proxmox gives when a VM's config lock is held.
-	FaultLockError
 )
 
 func (a FaultAction) String() string {
