@@ -158,6 +158,10 @@ type Machine struct {
 	// departed from what the spec asked and why (a template's namespace it
 	// did not honour), for the caller to tell people in a Warning event.
 	Notices []string
+	// Warnings say, once each, that a task the provider ran for the
+	// machine succeeded with warnings (Proxmox's "WARNINGS: <n>"): the
+	// machine moved on, and people may want to read the task's log.
+	Warnings []string
 	// WillWake: the provider (a Waker) wakes the owner when this machine can
 	// move on (the task it waits for ends), so polling it sooner only costs
 	// requests.

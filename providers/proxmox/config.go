@@ -87,6 +87,9 @@ func (c *Config) validate() error {
 	case c.TokenID == "" && (c.Username == "" || c.Password == ""):
 		return providers.Permanent("CredentialsIncomplete", "the credentials Secret needs tokenID and tokenSecret, or username and password", nil)
 	}
+	if err := checkTenantTags("spec.proxmox.tags of the HypervisorCluster", c.Tags); err != nil {
+		return err
+	}
 	if err := providers.ValidateInstallation(c.Installation); err != nil {
 		return providers.Permanent("InvalidInstallation", err.Error()+": set the operator's --installation-id", nil)
 	}

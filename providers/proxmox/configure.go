@@ -29,7 +29,9 @@ func (p *Provider) configure(ctx context.Context, vm *proxmox.VirtualMachine, sp
 	}
 	tags := []string{managedTag, ownerTag(spec.Owner.UID), installationTag(p.cfg.Installation)}
 	if vm.VirtualMachineConfig != nil {
-		tags = append(tags, splitTags(vm.VirtualMachineConfig.Tags)...)
+		// What the clone inherited from its template stays, but never a
+		// reserved tag: only the marks written here say who owns the VM.
+		tags = append(tags, withoutReserved(splitTags(vm.VirtualMachineConfig.Tags))...)
 	}
 	tags = append(append(tags, p.cfg.Tags...), spec.Tags...)
 	if err := vm.ConfigSync(ctx, proxmox.VirtualMachineOption{Name: "tags", Value: joinTags(tags)}); err != nil {

@@ -27,8 +27,19 @@ import (
 // read from the description the clone call sets, which Proxmox writes only
 // when the clone finishes; until then a clone-locked VM counts as in progress.
 func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
+	m, err := p.create(ctx, spec)
+	if err == nil {
+		m.Warnings = p.taskWarnings(spec.Ref.VMID)
+	}
+	return m, err
+}
+
+func (p *Provider) create(ctx context.Context, spec providers.MachineSpec) (providers.Machine, error) {
 	if spec.Ref.VMID < 100 || spec.Proxmox == nil || spec.Owner.UID == "" {
 		return providers.Machine{}, providers.Permanent("InvalidSpec", "a Proxmox machine needs a VMID ≥ 100, a source template and an owner", nil)
+	}
+	if err := checkTenantTags("spec.proxmox.tags of the HypervisorMachineTemplate", spec.Tags); err != nil {
+		return providers.Machine{}, err
 	}
 	if err := p.taskError(ctx, spec.Ref.VMID); err != nil {
 		return providers.Machine{}, err
@@ -52,14 +63,22 @@ func (p *Provider) Create(ctx context.Context, spec providers.MachineSpec) (prov
 		desc = vm.VirtualMachineConfig.Description
 		tags = splitTags(vm.VirtualMachineConfig.Tags)
 	}
-	if vm.Lock == "clone" && ownerUID(tags, desc) == "" {
+	if vm.Lock == "clone" && unmarked(tags, desc) {
 		// Mid-clone, Proxmox shows only a temporary config: no name, tags or
 		// description yet. Whose clone it is shows once it finishes.
 		m := provisioning(spec, "cloning")
 		m.Node = vm.Node
 		return m, nil
 	}
+	if marks := readMarks(tags, desc); marks.conflicting() {
+		if tags, err = p.ownTags(ctx, spec, tags, desc); err != nil {
+			return providers.Machine{}, err
+		}
+	}
 	if !ownedBy(tags, desc, spec.Owner, p.cfg.Installation) {
+		if marks := readMarks(tags, desc); marks.conflicting() {
+			return providers.Machine{}, conflictError(spec.Ref.VMID, vm.Node, marks, providers.ErrNameTaken)
+		}
 		return providers.Machine{}, fmt.Errorf("VM %d on %s: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken)
 	}
 	m := p.machine(vm)
@@ -206,14 +225,46 @@ func (p *Provider) cloneRefused(ctx context.Context, spec providers.MachineSpec,
 		tags, desc = splitTags(c.Tags), c.Description
 	}
 	switch {
-	case vm.Lock == "clone" && ownerUID(tags, desc) == "":
+	case vm.Lock == "clone" && unmarked(tags, desc):
 		m := provisioning(spec, "cloning")
 		m.Node = vm.Node
 		return m, nil
 	case ownedBy(tags, desc, spec.Owner, p.cfg.Installation):
 		return p.machine(vm), nil
 	}
+	if marks := readMarks(tags, desc); marks.conflicting() {
+		return providers.Machine{}, fmt.Errorf("cloning to VM %d: %w: %w", spec.Ref.VMID, conflictError(spec.Ref.VMID, vm.Node, marks, providers.ErrNameTaken), refused)
+	}
 	return providers.Machine{}, fmt.Errorf("cloning to VM %d on %s: %w: %w", spec.Ref.VMID, vm.Node, providers.ErrNameTaken, refused)
+}
+
+// ownTags returns the tags of a VM whose marks disagree as HyperFleet
+// wrote them, when it can tell: a clone not configured yet (it does not
+// carry its owner's tag) still has its template's tags, and a template
+// that itself carries a reserved tag would otherwise make every clone of it
+// look foreign, and the claim clone again and again. For such a VM the
+// marks the template gave it are set aside, and ownership is decided from
+// what the operator wrote: the description of the clone call. Configuring
+// then drops them. Any other VM keeps its tags, and its conflict stands.
+func (p *Provider) ownTags(ctx context.Context, spec providers.MachineSpec, tags []string, desc string) ([]string, error) {
+	if slices.Contains(tags, ownerTag(spec.Owner.UID)) {
+		return tags, nil
+	}
+	rs, err := p.placementResources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	src, err := resolveTemplate(rs, spec.Proxmox)
+	if err != nil {
+		// Without its template, nothing can be set aside.
+		return tags, nil //nolint:nilerr // the conflict is reported by the caller
+	}
+	inherited := splitTags(src.Tags)
+	own := slices.DeleteFunc(slices.Clone(tags), func(t string) bool {
+		_, reserved := reservedPrefix(t)
+		return reserved && slices.Contains(inherited, t)
+	})
+	return own, nil
 }
 
 // resolveTemplate finds the template by VMID or by unique name.

@@ -43,6 +43,7 @@ func (p *Provider) Delete(ctx context.Context, ref providers.MachineRef, owner p
 		return err
 	}
 	if vm == nil {
+		p.taskWarnings(ref.VMID) // nobody is left to tell
 		p.removeUserDataISOs(ctx, ref)
 		return nil
 	}
@@ -86,9 +87,12 @@ func (p *Provider) owned(ctx context.Context, ref providers.MachineRef, owner pr
 	if c := vm.VirtualMachineConfig; c != nil {
 		tags, desc = splitTags(c.Tags), c.Description
 	}
-	if vm.Lock == "clone" && ownerUID(tags, desc) == "" {
+	if vm.Lock == "clone" && unmarked(tags, desc) {
 		// A clone still running shows no owner yet; wait for it to finish.
 		return nil, fmt.Errorf("VM %d is being cloned: %w", ref.VMID, providers.ErrInProgress)
+	}
+	if marks := readMarks(tags, desc); marks.conflicting() {
+		return nil, conflictError(ref.VMID, vm.Node, marks, providers.ErrNotOwned)
 	}
 	if !ownedBy(tags, desc, owner, p.cfg.Installation) {
 		return nil, fmt.Errorf("VM %d on %s (owner %q, installation %q): %w", ref.VMID, vm.Node, ownerUID(tags, desc), installationOf(tags, desc), providers.ErrNotOwned)

@@ -76,7 +76,9 @@ func (p *Provider) deleteISOAndWait(ctx context.Context, node, name string) erro
 	if err := task.WaitFor(ctx, 5); err != nil {
 		return classify("deleting "+volid+" on "+node, err)
 	}
-	if task.IsFailed && !isNoSuchFile(task.ExitStatus) {
+	// go-proxmox counts anything but "OK" as failed; "WARNINGS: <n>" is a
+	// success to Proxmox.
+	if task.IsFailed && !succeeded(task.ExitStatus) && !isNoSuchFile(task.ExitStatus) {
 		return errors.New("deleting " + volid + " on " + node + ": " + task.ExitStatus)
 	}
 	return nil

@@ -97,3 +97,28 @@ func TestBootedVMsUserDataISOIsEjectedAndDeleted(t *testing.T) {
 		t.Errorf("observing an ejected VM started %d tasks", n-tasks)
 	}
 }
+
+// An ISO deletion that ends "WARNINGS: 1" deleted the ISO: a success, not a
+// failure to retry.
+func TestISODeletionWithWarningsSucceeds(t *testing.T) {
+	sim := proxmoxsim.New(proxmoxsim.Options{ErrorLog: log.New(io.Discard, "", 0)})
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	sim.AddVolume("pve1", "local", "iso", "hf-cloudinit-test-4310.iso", 1<<20)
+	id, secret := sim.APIToken()
+	p, err := New(Config{Endpoint: sim.URL(), TokenID: id, TokenSecret: secret, CAPEM: sim.CACertPEM(), RequestTimeout: 5 * time.Second, Installation: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sim.InjectFault(proxmoxsim.Fault{Operation: proxmoxsim.OpVolumeDelete, Action: proxmoxsim.FaultTaskWarnings, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.deleteISOAndWait(context.Background(), "pve1", "hf-cloudinit-test-4310.iso"); err != nil {
+		t.Fatalf("deleting an ISO whose task ended WARNINGS: 1 = %v", err)
+	}
+	if slices.Contains(sim.Volumes("pve1", "local", "iso"), "hf-cloudinit-test-4310.iso") {
+		t.Fatal("the ISO is still there")
+	}
+}

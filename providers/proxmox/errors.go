@@ -41,7 +41,11 @@ func classify(op string, err error) error {
 	case errors.As(err, &unknownCA), errors.As(err, &verify), errors.As(err, &hostname):
 		return wrap(providers.Permanent("TLSVerificationFailed",
 			"the Proxmox API certificate is not trusted: put the CA that signed it in spec.tls.caBundleRef (or set spec.tls.serverName)", err))
-	case strings.Contains(msg, "does not exist"), strings.Contains(msg, "no such VM"):
+	case strings.Contains(msg, "does not exist"), strings.Contains(msg, "no such VM"),
+		// A task Proxmox no longer knows: 400 {"errors":{"upid":"no such
+		// task"}} (pve-manager PVE::API2::Tasks), which go-proxmox reports as
+		// a bad request; it is gone, not a request a person must fix.
+		strings.Contains(msg, "no such task"):
 		return wrap(fmt.Errorf("%w: %s", providers.ErrNotFound, msg))
 	case strings.Contains(msg, "is locked"), strings.Contains(msg, "can't lock file"), strings.Contains(msg, "got timeout"):
 		return wrap(providers.Transient("HypervisorBusy", 5*time.Second, err))

@@ -29,6 +29,9 @@ type Provider struct {
 	mu       sync.Mutex
 	tasks    map[int]*watchedTask
 	watchers map[string]bool
+	// warned holds, by VMID, what tasks that succeeded with warnings said,
+	// until Create or Observe hands it to the caller (Machine.Warnings).
+	warned map[int][]string
 	// wake is called with the owner of a machine that can move on (OnWake).
 	wake atomic.Pointer[func(providers.Owner)]
 
@@ -65,6 +68,7 @@ func New(cfg Config) (*Provider, error) {
 		client:    client,
 		admission: newAdmission(cfg.MaxClonesPerNode, cfg.MaxClonesPerStorage),
 		tasks:     map[int]*watchedTask{},
+		warned:    map[int][]string{},
 		watchers:  map[string]bool{},
 		now:       time.Now,
 	}
@@ -102,6 +106,14 @@ func (p *Provider) Check(ctx context.Context) (providers.ClusterInfo, error) {
 
 // Observe reads the VM's state, owner and addresses.
 func (p *Provider) Observe(ctx context.Context, ref providers.MachineRef) (providers.Machine, error) {
+	m, err := p.observe(ctx, ref)
+	if err == nil {
+		m.Warnings = p.taskWarnings(ref.VMID)
+	}
+	return m, err
+}
+
+func (p *Provider) observe(ctx context.Context, ref providers.MachineRef) (providers.Machine, error) {
 	vm, err := p.find(ctx, ref)
 	if err != nil {
 		return providers.Machine{}, err
@@ -286,6 +298,9 @@ func (p *Provider) CheckTemplate(ctx context.Context, spec providers.MachineSpec
 	}
 	src, err := resolveTemplate(rs, spec.Proxmox)
 	if err != nil {
+		return "", err
+	}
+	if err := checkTenantTags("spec.proxmox.tags of the HypervisorMachineTemplate", spec.Tags); err != nil {
 		return "", err
 	}
 	return fmt.Sprintf("%s/%d (%s)", src.Node, src.VMID, src.Name), nil

@@ -3,6 +3,9 @@ package proxmox
 import (
 	"context"
 	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/luthermonson/go-proxmox"
@@ -18,8 +21,8 @@ type watchedTask struct {
 	node    string
 	owner   providers.Owner
 	started time.Time
-	// Set by the watcher once the task ended: its exit status ("OK" for
-	// success), or timedOut when it ran, or could not be read, past
+	// Set by the watcher once the task ended: its exit status ("OK", or
+	// "WARNINGS: <n>", for success), or timedOut when it ran, or could not be read, past
 	// TaskTimeout.
 	ended    bool
 	exit     string
@@ -48,7 +51,8 @@ func (p *Provider) pending(vmid int) (string, bool) {
 }
 
 // taskError reports on vmid's watched task once its node's watcher saw it
-// end, and forgets it: nil for success, an error carrying Proxmox's exit
+// end, and forgets it: nil for success (one with warnings was noted for
+// taskWarnings when it ended), an error carrying Proxmox's exit
 // status for a failure, TaskTimedOut for one that ran (or could not be
 // read) past TaskTimeout. A task still running is nil too: pending says so.
 func (p *Provider) taskError(_ context.Context, vmid int) error {
@@ -66,11 +70,32 @@ func (p *Provider) taskError(_ context.Context, vmid int) error {
 	case done.timedOut:
 		return providers.Transient("TaskTimedOut", 30*time.Second,
 			fmt.Errorf("the %s task of VM %d did not end, or could not be read, within %s (task %s)", done.kind, vmid, p.cfg.TaskTimeout, done.upid))
-	case done.exit != "OK":
+	case !succeeded(done.exit):
 		return providers.Transient(done.kind+"Failed", 10*time.Second,
 			fmt.Errorf("the %s task of VM %d failed: %s", done.kind, vmid, done.exit))
 	}
 	return nil
+}
+
+// noteWarnings keeps, for taskWarnings, that t (vmid's) succeeded with
+// warnings. It is noted when the watcher sees the task end, not when the
+// task is reported: a caller may move on (start the VM, watching its next
+// task) before it asks. The caller holds p.mu.
+func (p *Provider) noteWarnings(vmid int, t *watchedTask) {
+	if !warnings(t.exit) {
+		return
+	}
+	p.warned[vmid] = append(p.warned[vmid], fmt.Sprintf("the %s task of VM %d succeeded with %s (task %s): see its log on node %s",
+		t.kind, vmid, strings.ToLower(t.exit), t.upid, t.node))
+}
+
+// taskWarnings returns, once, what vmid's ended tasks warned about.
+func (p *Provider) taskWarnings(vmid int) []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	w := p.warned[vmid]
+	delete(p.warned, vmid)
+	return w
 }
 
 // syncAdmission counts, in admission, the clones running on Proxmox under
@@ -89,7 +114,7 @@ func (p *Provider) syncAdmission(ctx context.Context) error {
 	if !p.syncedAt.IsZero() {
 		return nil
 	}
-	var tasks []*proxmox.Task
+	var tasks []*taskRow
 	if err := p.client.Get(ctx, "/cluster/tasks", &tasks); err != nil {
 		return classify("listing Proxmox's running tasks to count clones in progress", err)
 	}
@@ -101,18 +126,17 @@ func (p *Provider) syncAdmission(ctx context.Context) error {
 	p.mu.Unlock()
 	running := map[string]slot{}
 	for _, t := range tasks {
-		if t == nil || t.Type != "qmclone" || t.User != p.user() || ours[string(t.UPID)] ||
-			!t.EndTime.IsZero() || (t.Status != "" && t.Status != "running") {
+		if t == nil || t.Type != "qmclone" || !p.mine(t) || ours[t.UPID] || !t.running() {
 			continue
 		}
-		if !t.StartTime.IsZero() && p.now().Sub(t.StartTime) > p.cfg.TaskTimeout {
+		if start := t.started(); !start.IsZero() && p.now().Sub(start) > p.cfg.TaskTimeout {
 			continue
 		}
 		// The task runs on the template's node; a linked clone (the usual
 		// kind) counts against that node and its template storage, as
 		// place does. A full clone's target storage and a clone's target
 		// node are not in the listing, so they count the same way.
-		running[string(t.UPID)] = slot{node: t.Node, storage: "template-" + t.Node}
+		running[t.UPID] = slot{node: t.Node, storage: "template-" + t.Node}
 	}
 	p.admission.restore(running)
 	p.mu.Lock()
@@ -124,10 +148,98 @@ func (p *Provider) syncAdmission(ctx context.Context) error {
 	return nil
 }
 
-// user is the Proxmox user (or API token) the provider's tasks run as.
+// user is the Proxmox user (or API token) the provider's tasks run as, as
+// it appears in their UPIDs: "user@realm", or "user@realm!token".
 func (p *Provider) user() string {
 	if p.cfg.TokenID != "" {
 		return p.cfg.TokenID
 	}
 	return p.cfg.Username
+}
+
+// splitUser splits the user tasks run as into the user and the token name
+// ("" for a user logged in with a password), as Proxmox lists them.
+func (p *Provider) splitUser() (user, token string) {
+	user, token, _ = strings.Cut(p.user(), "!")
+	return user, token
+}
+
+// taskRow is one row of Proxmox's task listings (/cluster/tasks,
+// /nodes/{node}/tasks). go-proxmox's Task is not used for them: it has no
+// tokenid, and it cannot read every field as Proxmox sends it ("saved" is a
+// string or a number, depending on whether the row was just archived).
+type taskRow struct {
+	UPID string `json:"upid"`
+	Node string `json:"node"`
+	Type string `json:"type"`
+	ID   string `json:"id"`
+	// User and TokenID: a task started by API token "root@pam!hyperfleet"
+	// is listed as user "root@pam", tokenid "hyperfleet" once Proxmox
+	// archived it (pve-manager PVE::API2::Tasks $convert_token_task, and
+	// PVE::API2::Cluster's tasks), but while it runs a node's listing
+	// shows the whole token as user, with no tokenid (its active-task rows
+	// skip the conversion).
+	User    string `json:"user"`
+	TokenID string `json:"tokenid"`
+	// Status is the exit status of an ended task; for a running one it is
+	// absent (/cluster/tasks), "RUNNING" (a node's listing with
+	// source=active or all) or, in some recordings, "running".
+	Status    string   `json:"status"`
+	StartTime flexUnix `json:"starttime"`
+	EndTime   flexUnix `json:"endtime"`
+}
+
+// mine reports whether the row is a task of this provider's user: the same
+// user and the same token (none, for a password login), in either way
+// Proxmox writes a token's tasks. A user's own tasks and another token's of
+// the same user are not.
+func (p *Provider) mine(t *taskRow) bool {
+	user, token := p.splitUser()
+	rowUser, rowToken := t.User, t.TokenID
+	if rowToken == "" {
+		rowUser, rowToken, _ = strings.Cut(rowUser, "!")
+	}
+	return rowUser == user && rowToken == token
+}
+
+// running reports a task that has not ended, in every way Proxmox says so.
+func (t *taskRow) running() bool {
+	return t.EndTime == 0 && (t.Status == "" || strings.EqualFold(t.Status, "running"))
+}
+
+func (t *taskRow) started() time.Time {
+	if t.StartTime == 0 {
+		return time.Time{}
+	}
+	return time.Unix(int64(t.StartTime), 0)
+}
+
+// succeeded reports whether an ended task's exit status is a success:
+// "OK", or "WARNINGS: <n>" (the task finished and logged warnings), as
+// pve-common's PVE::UPID::status_is_error decides.
+func succeeded(exit string) bool {
+	return exit == "OK" || warnings(exit)
+}
+
+var warningsStatus = regexp.MustCompile(`^WARNINGS: \d+$`)
+
+// warnings reports the exit status of a task that succeeded with warnings.
+func warnings(exit string) bool { return warningsStatus.MatchString(exit) }
+
+// flexUnix is a UNIX time Proxmox sends as a number, or (from some
+// versions and paths) as a string of digits.
+type flexUnix int64
+
+func (f *flexUnix) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	if s == "" || s == "null" {
+		*f = 0
+		return nil
+	}
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Errorf("task time %s: %w", b, err)
+	}
+	*f = flexUnix(v)
+	return nil
 }

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/luthermonson/go-proxmox"
-
 	"github.com/hyperfleet/hyperfleet/providers"
 )
 
@@ -89,6 +87,7 @@ func (p *Provider) pollNode(node string) bool {
 		switch {
 		case ok:
 			t.ended, t.exit = true, exit
+			p.noteWarnings(vmid, t)
 		case now.Sub(t.started) > p.cfg.TaskTimeout:
 			// The timeout holds whether or not the listing answers (its
 			// node may be offline), so no task holds a clone slot for ever.
@@ -124,11 +123,18 @@ func (p *Provider) pollNode(node string) bool {
 func (p *Provider) endedTasks(node string, since time.Time) (map[string]string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), p.cfg.RequestTimeout)
 	defer cancel()
+	user, _ := p.splitUser()
 	q := url.Values{
 		// all: running and finished, whichever file Proxmox keeps a
 		// just-ended task in.
-		"source":     {"all"},
-		"userfilter": {p.user()},
+		"source": {"all"},
+		// Proxmox matches userfilter, case-insensitively and as a
+		// substring, against the user of each row, and an archived task of
+		// an API token lists only the token's user there (the token name
+		// goes to tokenid): filtering on the whole token id would hide every
+		// ended task of the token. So the filter names the user, and mine
+		// picks the rows of our exact user and token.
+		"userfilter": {user},
 		// Proxmox lists 50 by default; a burst may end more in one interval.
 		"limit": {"100000"},
 	}
@@ -136,16 +142,21 @@ func (p *Provider) endedTasks(node string, since time.Time) (map[string]string, 
 		// A second early: the UPID's start is the node's clock, whole seconds.
 		q.Set("since", strconv.FormatInt(since.Unix()-1, 10))
 	}
-	var rows []*proxmox.Task
+	var rows []*taskRow
 	if err := p.client.Get(ctx, "/nodes/"+url.PathEscape(node)+"/tasks?"+q.Encode(), &rows); err != nil {
 		return nil, classify("listing the tasks of node "+node, err)
 	}
 	ended := map[string]string{}
 	for _, r := range rows {
-		if r == nil || (r.EndTime.IsZero() && (r.Status == "" || r.Status == "running")) {
+		if r == nil || r.running() || !p.mine(r) {
 			continue
 		}
-		ended[string(r.UPID)] = r.Status
+		exit := r.Status
+		if exit == "" {
+			// Ended with no status written (a crashed worker): not a success.
+			exit = "unexpected status"
+		}
+		ended[r.UPID] = exit
 	}
 	return ended, nil
 }

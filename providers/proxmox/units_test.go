@@ -35,7 +35,9 @@ func TestOwnership(t *testing.T) {
 		{"made before installations, mid-clone", nil, legacyDesc, true, false},
 		{"another installation's tag", []string{"hyperfleet", ownerTag(owner.UID), installationTag(them)}, "", false, true},
 		{"another installation's description", nil, description(owner, them), false, true},
-		{"another claim's tag", []string{"hyperfleet", ownerTag("99999999-1111-2222-3333-444455556666"), installationTag(us)}, desc, false, false},
+		// A tag and a description line naming different owners: which is
+		// true cannot be told, so the VM is nobody's, and never touched.
+		{"another claim's tag", []string{"hyperfleet", ownerTag("99999999-1111-2222-3333-444455556666"), installationTag(us)}, desc, false, true},
 		{"untagged foreign VM", []string{"prod", "db"}, "the production database", false, false},
 		{"look-alike description", nil, "notes: hyperfleet-owner-uid is set by the operator", false, false},
 		{"look-alike installation line", nil, legacyDesc + "see hyperfleet-installation: dev-1 for details", true, false},

@@ -286,6 +286,12 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 	m, err := s.provider.Create(ctx, spec)
 	if errors.Is(err, providers.ErrNameTaken) {
 		taken := machineRef(c)
+		if tried := referencesTried(s.provider, owner(c), taken); tried >= maxReferences {
+			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonReferencesExhausted, "Provision",
+				"%s is taken by a machine HyperFleet does not own, the %d%s reference in a row; giving up", taken, tried, ordinal(tried))
+			return r.finish(s, ReasonReferencesExhausted, fmt.Sprintf(
+				"%d references in a row (the last %s) were each held by a machine HyperFleet does not own: %v", tried, taken, err))
+		}
 		if next, ok := s.provider.NextReference(owner(c), taken); ok {
 			setReference(c, next)
 			s.progress = fmt.Sprintf("%s belongs to a machine HyperFleet does not own; using %s", taken, next)
@@ -468,6 +474,47 @@ func (r *Reconciler) checkpoint(ctx context.Context, s *scope) error {
 }
 
 // setReference records the reference a provider proposed.
+// maxReferences bounds the references a claim tries, each a machine made
+// or found taken: a hypervisor where every reference turns out someone
+// else's (marks that confuse ownership, a template whose clones never look
+// ours) would otherwise have the claim make machine after machine.
+const maxReferences = 3
+
+// ReasonReferencesExhausted ends a claim whose references were all taken.
+const ReasonReferencesExhausted = "ReferencesExhausted"
+
+// referencesTried is how many references the claim has tried up to and
+// including taken: its place in the provider's deterministic sequence
+// (Reference, then NextReference of each), which status records, so the
+// count survives a restart without a field of its own. A reference not
+// among the first maxReferences counts as maxReferences.
+func referencesTried(p providers.Hypervisor, o providers.Owner, taken providers.MachineRef) int {
+	ref := p.Reference(o)
+	for n := 1; n < maxReferences; n++ {
+		if ref.VMID == taken.VMID && ref.Name == taken.Name {
+			return n
+		}
+		next, ok := p.NextReference(o, ref)
+		if !ok {
+			break
+		}
+		ref = next
+	}
+	return maxReferences
+}
+
+func ordinal(n int) string {
+	switch n {
+	case 1:
+		return "st"
+	case 2:
+		return "nd"
+	case 3:
+		return "rd"
+	}
+	return "th"
+}
+
 func setReference(c *hypervisorv1alpha1.MachineClaim, ref providers.MachineRef) {
 	c.Status.MachineName = ref.Name
 	c.Status.VMID = nil

@@ -47,7 +47,7 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 		return conditions.Summary{}
 	case s.ended != "":
 		phase = hypervisorv1alpha1.MachineTerminated
-		if r := c.Status.TerminationReason; r == ReasonProvisioningTimeout || r == ReasonAttestationFailed {
+		if r := c.Status.TerminationReason; r == ReasonProvisioningTimeout || r == ReasonAttestationFailed || r == ReasonReferencesExhausted {
 			phase = hypervisorv1alpha1.MachineFailed
 		}
 		c.Status.Addresses = nil

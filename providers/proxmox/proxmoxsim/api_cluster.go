@@ -17,6 +17,13 @@ func (s *Server) handleVersion(rc *reqCtx) (any, *apiError) {
 	return map[string]any{"version": v, "release": release, "repoid": repoID}, nil
 }
 
+// majorVersion is the major Proxmox VE version the simulator plays.
+func (s *Server) majorVersion() int {
+	major, _, _ := strings.Cut(s.opts.Version, ".")
+	n, _ := strconv.Atoi(major)
+	return n
+}
+
 // nodeUsage sums what the node's running VMs use.
 func (s *Server) nodeUsage(node string) (memUsed uint64, cpu float64) {
 	memUsed = 2 * gib // the host itself
@@ -271,7 +278,18 @@ func (s *Server) handleClusterResources(rc *reqCtx) (any, *apiError) {
 			}
 		}
 	}
-	if typ == "" || typ == "sdn" {
+	// Proxmox VE 9 nodes report their networks as type "network" rows (the
+	// default localnetwork zone at least), listed only when no type is
+	// asked for, and no longer as "sdn" rows (pve-manager
+	// PVE::API2::Cluster resources); earlier versions list "sdn" rows.
+	if s.majorVersion() >= 9 {
+		if typ == "" {
+			for _, name := range s.nodeOrder {
+				out = append(out, map[string]any{"id": "network/" + name + "/zone/localnetwork", "type": "network",
+					"network-type": "zone", "network": "localnetwork", "node": name, "status": "ok"})
+			}
+		}
+	} else if typ == "" || typ == "sdn" {
 		for _, name := range s.nodeOrder {
 			out = append(out, map[string]any{"id": "sdn/" + name + "/localnetwork", "type": "sdn",
 				"sdn": "localnetwork", "node": name, "status": "ok"})
@@ -329,7 +347,9 @@ func (s *Server) taskList(node string, params map[string]string) []map[string]an
 		if typeFilter != "" && t.typ != typeFilter {
 			continue
 		}
-		if userFilter != "" && !strings.Contains(t.user, userFilter) {
+		// Proxmox matches userfilter as a case-insensitive substring of
+		// the user the row shows (node_tasks: m/\Q$userfilter\E/i).
+		if userFilter != "" && !strings.Contains(strings.ToLower(t.listUser()), strings.ToLower(userFilter)) {
 			continue
 		}
 		if onlyErrors && (t.running || t.exit == "OK") {
@@ -344,7 +364,11 @@ func (s *Server) taskList(node string, params map[string]string) []map[string]an
 		if source == "active" && !t.running {
 			continue
 		}
-		rows = append(rows, t.listJSON())
+		if node == "" {
+			rows = append(rows, t.clusterListJSON())
+		} else {
+			rows = append(rows, t.nodeListJSON())
+		}
 	}
 	if start > len(rows) {
 		start = len(rows)
@@ -388,7 +412,8 @@ func (s *Server) findTask(rc *reqCtx) (*taskState, *apiError) {
 	}
 	t, found := s.tasks[upid]
 	if !found {
-		return nil, failf("no such task")
+		// A parameter error, 400, as pve-manager PVE::API2::Tasks raises it.
+		return nil, paramErr("upid", "no such task")
 	}
 	return t, nil
 }

@@ -292,6 +292,9 @@ func (s *Server) handleConfigSet(rc *reqCtx) (any, *apiError) {
 	if aerr != nil {
 		return nil, aerr
 	}
+	if t, ok := set["tags"]; ok {
+		set["tags"] = s.normalizeTags(t)
+	}
 	if len(set) == 0 && len(del) == 0 && rc.params["revert"] == "" {
 		return nil, failf("no options specified")
 	}
@@ -558,7 +561,7 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 		return nil, failf("unable to create VM %d: config file already exists", newid)
 	}
 
-	newconf, diskLog := s.cloneConfig(src, newid, full, storage, format, name, p["description"])
+	newconf, diskLog := s.cloneConfig(src, newid, full, storage, format, name, trimDescription(p["description"]))
 	pool := p["pool"]
 	t := s.newTask(node, "qmclone", strconv.Itoa(src.vmid), rc.user)
 	injected := rc.taskFault
@@ -596,7 +599,7 @@ func (s *Server) handleClone(rc *reqCtx) (any, *apiError) {
 func (s *Server) runClone(t *taskState, node, target string, newid int, newconf map[string]string, pool string, full bool, lockStore *storageInst, injected string) {
 	// qm clone first writes a temporary config: "# qmclone temporary file"
 	// and "lock: clone"; the comment line reads back as the description.
-	placeholder := map[string]string{"lock": "clone", "description": " qmclone temporary file\n"}
+	placeholder := map[string]string{"lock": "clone", "description": " qmclone temporary file"}
 	vm := &vmState{vmid: newid, node: node, status: "stopped", config: placeholder, ip: s.allocIP()}
 	s.vms[newid] = vm
 	end := func(msg string) {
@@ -685,6 +688,9 @@ func (s *Server) handleCreateVM(rc *reqCtx) (any, *apiError) {
 	set, _, aerr := validateConfig(params)
 	if aerr != nil {
 		return nil, aerr
+	}
+	if t, ok := set["tags"]; ok {
+		set["tags"] = s.normalizeTags(t)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

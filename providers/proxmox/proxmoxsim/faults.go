@@ -123,6 +123,11 @@ const (
 	// FaultLockError answers 500 "VM is locked (clone)" (or Message), the
 	// error Proxmox gives when a VM's config lock is held.
 	FaultLockError
+	// FaultTaskWarnings lets the request succeed and its task do its work,
+	// but end with the exit status "WARNINGS: <Count>" (default 1), as a
+	// Proxmox task that logged warnings does: a success. It only matches
+	// requests that create tasks.
+	FaultTaskWarnings
 )
 
 func (a FaultAction) String() string {
@@ -139,6 +144,8 @@ func (a FaultAction) String() string {
 		return "task-fail"
 	case FaultLockError:
 		return "lock-error"
+	case FaultTaskWarnings:
+		return "task-warnings"
 	}
 	return fmt.Sprintf("FaultAction(%d)", int(a))
 }
@@ -167,6 +174,8 @@ type Fault struct {
 	Body string
 	// Delay is how long FaultDelay holds the answer.
 	Delay time.Duration
+	// Count is the number of warnings of FaultTaskWarnings (default 1).
+	Count int
 }
 
 // InjectFault adds a fault that applies to the next Times matching requests
@@ -186,6 +195,6 @@ func (s *Server) PendingFaults() int { return s.faults.Pending() }
 // use of it.
 func (s *Server) takeFault(method, path string, op Operation) (Fault, bool) {
 	return s.faults.Take(method, path, func(f Fault) bool {
-		return (f.Operation == "" || f.Operation == op) && (f.Action != FaultTaskFail || op.createsTask(method))
+		return (f.Operation == "" || f.Operation == op) && ((f.Action != FaultTaskFail && f.Action != FaultTaskWarnings) || op.createsTask(method))
 	})
 }

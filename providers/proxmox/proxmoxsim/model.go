@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/hyperfleet/hyperfleet/providers/simkit"
 )
@@ -269,6 +270,9 @@ func (s *Server) AddTemplate(node string, vmid int, name string, cfg map[string]
 		}
 		c[k] = v
 	}
+	if t := c["tags"]; t != "" {
+		c["tags"] = s.normalizeTags(t)
+	}
 	c["template"] = "1"
 	s.vms[vmid] = &vmState{vmid: vmid, node: node, status: "stopped", config: c, ip: s.allocIP()}
 }
@@ -282,7 +286,7 @@ func (s *Server) AddVM(node string, vmid int, name string, tags []string, runnin
 	s.mustPlant(node, vmid)
 	c := s.defaultVMConfig(vmid, name, false)
 	if len(tags) > 0 {
-		c["tags"] = joinTags(tags)
+		c["tags"] = s.normalizeTags(joinTags(tags))
 	}
 	vm := &vmState{vmid: vmid, node: node, status: "stopped", config: c, ip: s.allocIP()}
 	if running {
@@ -484,6 +488,45 @@ func splitTags(s string) []string {
 		return nil
 	}
 	return f
+}
+
+// normalizeTags rewrites a tag list the way Proxmox does on every config
+// write (pve-guest-common PVE::GuestHelpers::get_unique_tags, called by
+// qemu-server's PVE::API2::Qemu update_vm and create_vm): lower case unless
+// the datacenter's tag-style is case-sensitive, duplicates dropped
+// (ignoring case unless case-sensitive), sorted unless tag-style's ordering
+// is "config", which keeps the order written; ";" separated.
+func (s *Server) normalizeTags(v string) string {
+	tags := splitTags(v)
+	caseSensitive := s.opts.TagCaseSensitive
+	key := func(t string) string {
+		if caseSensitive {
+			return t
+		}
+		return strings.ToLower(t)
+	}
+	if s.opts.TagOrdering != TagOrderingConfig {
+		sort.SliceStable(tags, func(i, j int) bool { return key(tags[i]) < key(tags[j]) })
+	}
+	seen := map[string]bool{}
+	out := make([]string, 0, len(tags))
+	for _, t := range tags {
+		t = key(t)
+		if seen[t] {
+			continue
+		}
+		seen[t] = true
+		out = append(out, t)
+	}
+	return strings.Join(out, ";")
+}
+
+// trimDescription drops trailing whitespace, as Proxmox does when it reads
+// a config back (qemu-server PVE::QemuServer parse_vm_config: the
+// description's trailing whitespace is stripped), so what a client wrote
+// with a final newline reads back without it.
+func trimDescription(v string) string {
+	return strings.TrimRightFunc(v, unicode.IsSpace)
 }
 
 // joinTags joins tags the way Proxmox stores them, without duplicates.

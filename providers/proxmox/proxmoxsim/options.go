@@ -149,10 +149,20 @@ type Options struct {
 	Version string
 	// ClusterName is the name /cluster/status reports; default "hyperfleet-sim".
 	ClusterName string
+	// TagOrdering is the datacenter's tag-style ordering: "" (Proxmox's
+	// default) stores a VM's tags sorted, TagOrderingConfig as written.
+	TagOrdering string
+	// TagCaseSensitive is the datacenter's tag-style case-sensitive: tags
+	// keep their case, and differ by it. By default Proxmox lowercases them.
+	TagCaseSensitive bool
 	// ErrorLog receives the HTTPS server's own errors, such as TLS handshakes
 	// refused by clients that do not trust CACertPEM; nil discards them.
 	ErrorLog *log.Logger
 }
+
+// TagOrderingConfig keeps tags in the order written (datacenter.cfg
+// tag-style ordering=config).
+const TagOrderingConfig = "config"
 
 const (
 	defaultTokenID = "root@pam!hyperfleet"

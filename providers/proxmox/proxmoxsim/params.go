@@ -193,6 +193,7 @@ func validateConfigValue(k, v string) (string, string) {
 		if len(v) > 8192 {
 			return "", fmt.Sprintf("value may only be 8192 characters long (got %d)", len(v))
 		}
+		return trimDescription(v), ""
 	case k == "sshkeys":
 		if !urlencodedRE.MatchString(v) {
 			return "", "invalid format - invalid urlencoded string: " + v

@@ -27,6 +27,9 @@ type reqCtx struct {
 	// taskFault, when set, is the exit status an injected fault forces on
 	// the task this request creates.
 	taskFault string
+	// taskWarnings, when set, makes the task this request creates end
+	// "WARNINGS: <n>".
+	taskWarnings int
 }
 
 type handlerFunc func(s *Server, rc *reqCtx) (any, *apiError)
@@ -210,6 +213,13 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, aerr)
 		return
 	}
+	if upid, ok := data.(string); ok && rc.taskWarnings > 0 {
+		s.mu.Lock()
+		if t := s.tasks[upid]; t != nil {
+			t.warnings = rc.taskWarnings
+		}
+		s.mu.Unlock()
+	}
 	writeData(w, data)
 }
 
@@ -251,6 +261,8 @@ func (s *Server) applyFault(w http.ResponseWriter, rc *reqCtx, fault Fault) bool
 			simkit.DropConnection(w)
 			return false
 		}
+	case FaultTaskWarnings:
+		rc.taskWarnings = max(fault.Count, 1)
 	case FaultTaskFail:
 		rc.taskFault = fault.Message
 		if rc.taskFault == "" {

@@ -23,7 +23,10 @@ type taskState struct {
 	end     time.Time
 	running bool
 	exit    string
-	log     []string
+	// warnings makes a successful task end "WARNINGS: <n>" (an injected
+	// FaultTaskWarnings).
+	warnings int
+	log      []string
 }
 
 func (t *taskState) info() TaskInfo {
@@ -31,7 +34,17 @@ func (t *taskState) info() TaskInfo {
 		Running: t.running, ExitStatus: t.exit, Start: t.start, End: t.end}
 }
 
-// statusJSON is the body of GET /nodes/{node}/tasks/{upid}/status.
+// owner returns the user and token a task is listed with once Proxmox
+// converts a token's task: an API token "user@realm!name" becomes user
+// "user@realm" and tokenid "name" (pve-manager PVE::API2::Tasks
+// $convert_token_task, PVE::API2::Cluster's tasks); "" for a user's task.
+func (t *taskState) owner() (user, tokenid string) {
+	user, tokenid, _ = strings.Cut(t.user, "!")
+	return user, tokenid
+}
+
+// statusJSON is the body of GET /nodes/{node}/tasks/{upid}/status, which
+// converts a token's task (pve-manager PVE::API2::Tasks read_task_status).
 func (t *taskState) statusJSON() map[string]any {
 	m := map[string]any{
 		"upid":      t.upid,
@@ -41,19 +54,42 @@ func (t *taskState) statusJSON() map[string]any {
 		"starttime": t.start.Unix(),
 		"type":      t.typ,
 		"id":        t.id,
-		"user":      t.user,
 		"status":    "running",
 	}
+	t.putUser(m, true)
 	if !t.running {
 		m["status"] = "stopped"
 		m["exitstatus"] = t.exit
-		m["endtime"] = t.end.Unix()
 	}
 	return m
 }
 
-// listJSON is one row of GET /nodes/{node}/tasks and /cluster/tasks.
-func (t *taskState) listJSON() map[string]any {
+func (t *taskState) putUser(m map[string]any, convert bool) {
+	user, token := t.owner()
+	if !convert || token == "" {
+		m["user"] = t.user
+		return
+	}
+	m["user"], m["tokenid"] = user, token
+}
+
+// listUser is the user a node's listing shows, and its userfilter matches:
+// a running task comes from Proxmox's active-task file, whose rows the
+// listing does not convert, so a token's running task shows the whole token
+// as user; an archived one shows the converted user (pve-manager
+// PVE::API2::Tasks node_tasks).
+func (t *taskState) listUser() string {
+	if t.running {
+		return t.user
+	}
+	user, _ := t.owner()
+	return user
+}
+
+// nodeListJSON is one row of GET /nodes/{node}/tasks. A running task's
+// status is "RUNNING" (node_tasks sets it for active rows that have none);
+// an ended one's is its exit status.
+func (t *taskState) nodeListJSON() map[string]any {
 	m := map[string]any{
 		"upid":      t.upid,
 		"node":      t.node,
@@ -62,11 +98,37 @@ func (t *taskState) listJSON() map[string]any {
 		"starttime": t.start.Unix(),
 		"type":      t.typ,
 		"id":        t.id,
-		"user":      t.user,
+		"status":    "RUNNING",
 	}
+	t.putUser(m, !t.running)
 	if !t.running {
 		m["status"] = t.exit
 		m["endtime"] = t.end.Unix()
+	}
+	return m
+}
+
+// clusterListJSON is one row of GET /cluster/tasks: the nodes' active-task
+// lists as pvestatd broadcasts them (pve-common
+// PVE::RESTEnvironment::active_workers drops pstart from every row and pid
+// from ended ones), every token task converted. A running task has no
+// status and no end time.
+func (t *taskState) clusterListJSON() map[string]any {
+	m := map[string]any{
+		"upid":      t.upid,
+		"node":      t.node,
+		"starttime": t.start.Unix(),
+		"type":      t.typ,
+		"id":        t.id,
+		"saved":     "0",
+	}
+	t.putUser(m, true)
+	if t.running {
+		m["pid"] = t.pid
+	} else {
+		m["status"] = t.exit
+		m["endtime"] = t.end.Unix()
+		m["saved"] = "1"
 	}
 	return m
 }
@@ -118,6 +180,13 @@ func (t *taskState) finish(errMsg string) {
 	}
 	t.running = false
 	t.end = time.Now()
+	if errMsg == "" && t.warnings > 0 {
+		// A task that logged warnings ends "WARNINGS: <n>", a success
+		// (pve-common PVE::UPID read_status and status_is_error).
+		t.exit = fmt.Sprintf("WARNINGS: %d", t.warnings)
+		t.log = append(t.log, "TASK "+t.exit)
+		return
+	}
 	if errMsg == "" {
 		t.exit = "OK"
 		t.log = append(t.log, "TASK OK")
