@@ -56,6 +56,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		RenewDeadline:                 &o.RenewDeadline,
 		RetryPeriod:                   &o.RetryPeriod,
 	}
+	mgrOpts.Controller.ReconciliationTimeout = o.ReconcileTimeout
 	if o.SkipControllerNameValidation {
 		skip := true
 		mgrOpts.Controller.SkipNameValidation = &skip
