@@ -32,8 +32,8 @@ const (
 	DefaultParallel = 4
 	// DefaultClusterTimeout bounds one cluster's part of a sweep (its
 	// listing, deletions and leftovers), so a hung hypervisor gives its
-	// slot back and the sweep ends.
-	DefaultClusterTimeout = 2 * time.Minute
+	// slot back and the sweep ends: at most one interval late.
+	DefaultClusterTimeout = time.Minute
 )
 
 // Sweeper runs on the leader only.

@@ -96,7 +96,7 @@ func (s *Sweeper) sweepClusters(ctx context.Context, w *sweep, clusters []hyperv
 			part := w.part()
 			s.sweepCluster(cctx, part, cluster)
 			if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-				part.errs = append(part.errs, fmt.Errorf("sweeping HypervisorCluster %s: stopped at its deadline of %s", clusterKey(cluster), s.ClusterTimeout))
+				part.errs = append(part.errs, fmt.Errorf("sweeping HypervisorCluster %s: stopped at its deadline of %s: %w", clusterKey(cluster), s.ClusterTimeout, cctx.Err()))
 			}
 			mu.Lock()
 			w.merge(part)
