@@ -4,7 +4,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -93,7 +92,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) erro
 	if c.SupabaseSecret != "" {
 		exporter := &supabase.Exporter{
 			Credentials: supabaseCredentials(creds, types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.SupabaseSecret}),
-			HTTPClient:  &http.Client{Timeout: c.SupabaseTimeout},
+			HTTPClient:  supabase.NewHTTPClient(c.SupabaseTimeout),
 			Log:         log.WithName("supabase"),
 		}
 		if err := mgr.Add(exporter); err != nil {

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -27,6 +28,18 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
+
+// controllerConfig is what every controller of the manager shares: the
+// reconcile timeout, and the name check tests that restart the operator
+// in one process turn off.
+func (o *Options) controllerConfig() config.Controller {
+	c := config.Controller{ReconciliationTimeout: o.ReconcileTimeout}
+	if o.SkipControllerNameValidation {
+		skip := true
+		c.SkipNameValidation = &skip
+	}
+	return c
+}
 
 // New builds a manager from a completed Options; its client gets
 // ClientConfig's settings whatever cfg carries.
@@ -56,10 +69,7 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 		RenewDeadline:                 &o.RenewDeadline,
 		RetryPeriod:                   &o.RetryPeriod,
 	}
-	if o.SkipControllerNameValidation {
-		skip := true
-		mgrOpts.Controller.SkipNameValidation = &skip
-	}
+	mgrOpts.Controller = o.controllerConfig()
 	if o.LeaderElect {
 		// controller-runtime names a candidate hostname_<uuid>; we want the Pod
 		// name so `kubectl get lease` tells which replica leads.

@@ -62,6 +62,11 @@ type Options struct {
 	// Workers set reconcilers' worker counts; unnamed ones keep their
 	// defaults.
 	Workers Workers
+	// ReconcileTimeout bounds every reconcile of every controller
+	// (controller-runtime's ReconciliationTimeout): a reconcile past it
+	// has its context cancelled, writes its status and is retried with
+	// backoff. 0 turns it off.
+	ReconcileTimeout time.Duration
 
 	// SkipControllerNameValidation lets one process run several managers
 	// in turn (tests that crash and restart the operator).
@@ -81,6 +86,13 @@ type Options struct {
 	// Attestation configures SPIRE and the credential endpoint.
 	Attestation AttestationOptions
 }
+
+// DefaultReconcileTimeout is --reconcile-timeout's default: well past one
+// reconcile's outside calls at their own deadlines (a Proxmox request is
+// bounded at 30 s, a SPIRE call at 10 s; a reconcile makes a few), and
+// short enough that a reconcile stuck on something without a deadline
+// gives its worker back within minutes.
+const DefaultReconcileTimeout = 2 * time.Minute
 
 // BindFlags registers the manager's flags on fs.
 func (o *Options) BindFlags(fs *flag.FlagSet) {
@@ -113,6 +125,7 @@ func (o *Options) BindFlags(fs *flag.FlagSet) {
 		o.Workers = w
 		return err
 	})
+	fs.DurationVar(&o.ReconcileTimeout, "reconcile-timeout", DefaultReconcileTimeout, "How long one reconcile of any object may run before its context is cancelled; its status is still written and it is retried with backoff. A backstop behind the per-call deadlines of every outside system: no reconcile holds a worker longer. 0 turns it off.")
 	fs.StringVar(&o.InstallationID, "installation-id", "", "This installation's id, carried by every machine it makes (Proxmox tag hf-inst-<id>, KubeVirt label hyperfleet.io/installation); installations sharing a hypervisor never touch each other's machines. 1-63 lowercase letters, digits or '-'. Default: the UID of the operator's namespace.")
 	o.Cyberdesk.bindFlags(fs)
 	o.Hourglass.bindFlags(fs)

@@ -193,3 +193,21 @@ func TestAttestationFlags(t *testing.T) {
 		t.Errorf("default selectors %v, want unix:uid:0", got)
 	}
 }
+
+// Every controller's reconcile is bounded: --reconcile-timeout, 2 minutes
+// by default, reaches controller-runtime's ReconciliationTimeout; and the
+// kinds that wait on tenants' hypervisors take --workers counts.
+func TestReconcileTimeoutFlag(t *testing.T) {
+	def := parsed(t)
+	if got := def.controllerConfig().ReconciliationTimeout; got != DefaultReconcileTimeout || got <= 0 {
+		t.Errorf("by default every reconcile is bounded by %v, want %v", got, DefaultReconcileTimeout)
+	}
+	set := parsed(t, "--reconcile-timeout", "45s")
+	if got := set.controllerConfig().ReconciliationTimeout; got != 45*time.Second {
+		t.Errorf("--reconcile-timeout 45s gives %v", got)
+	}
+	o := parsed(t, "--workers", "hypervisorcluster=3,hypervisormachinetemplate=5")
+	if o.Workers.For(WorkersHypervisorCluster) != 3 || o.Workers.For(WorkersHypervisorMachineTemplate) != 5 {
+		t.Errorf("--workers hypervisorcluster=3,hypervisormachinetemplate=5 gives %v", o.Workers)
+	}
+}

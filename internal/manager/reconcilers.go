@@ -31,6 +31,7 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 		if err := (&hypervisorcluster.Reconciler{
 			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisorcluster"),
 			APIReader: mgr.GetAPIReader(), DeletionTimeout: o.ClusterDeletionTimeout,
+			MaxConcurrentReconciles: o.Workers.For(WorkersHypervisorCluster),
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}
@@ -38,6 +39,7 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	if o.runs(ControllerHypervisorMachineTemplate) {
 		if err := (&hypervisormachinetemplate.Reconciler{
 			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("hypervisormachinetemplate"),
+			MaxConcurrentReconciles: o.Workers.For(WorkersHypervisorMachineTemplate),
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -9,14 +9,16 @@ import (
 
 // The reconcilers whose worker count --workers sets, by the name it takes.
 const (
-	WorkersMachineClaim = "machineclaim"
-	WorkersCyberdesk    = "cyberdesk"
-	WorkersRunnerPool   = "runnerpool"
-	WorkersPerformer    = "performer"
-	WorkersExecutor     = "hourglassexecutor"
+	WorkersHypervisorCluster         = "hypervisorcluster"
+	WorkersHypervisorMachineTemplate = "hypervisormachinetemplate"
+	WorkersMachineClaim              = "machineclaim"
+	WorkersCyberdesk                 = "cyberdesk"
+	WorkersRunnerPool                = "runnerpool"
+	WorkersPerformer                 = "performer"
+	WorkersExecutor                  = "hourglassexecutor"
 )
 
-var workerNames = []string{WorkersMachineClaim, WorkersCyberdesk, WorkersRunnerPool, WorkersPerformer, WorkersExecutor}
+var workerNames = []string{WorkersHypervisorCluster, WorkersHypervisorMachineTemplate, WorkersMachineClaim, WorkersCyberdesk, WorkersRunnerPool, WorkersPerformer, WorkersExecutor}
 
 // maxWorkers bounds a count: past it the workers only queue on the API
 // server's priority-and-fairness seats and the manager's memory grows.

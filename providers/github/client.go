@@ -72,7 +72,7 @@ func New(cfg Config) (*Client, error) {
 		c.owned = newTransport()
 		base = c.owned
 	}
-	sent := &instrumentedTransport{base: base}
+	sent := &instrumentedTransport{base: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}
 
 	var source tokenSource
 	switch c.kind {
@@ -144,14 +144,19 @@ func webURL(api *url.URL) string {
 	return u.String()
 }
 
+// MaxResponseBytes bounds one GitHub answer: a page of 100 runners or jobs
+// is tens of kilobytes; a server sending more is refused, not buffered.
+const MaxResponseBytes = 8 << 20
+
 func newTransport() *http.Transport {
 	return &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout: 10 * time.Second,
-		ForceAttemptHTTP2:   true,
-		MaxIdleConnsPerHost: 16,
-		IdleConnTimeout:     90 * time.Second,
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   providers.TLSHandshakeTimeout,
+		ResponseHeaderTimeout: providers.DefaultResponseHeaderTimeout,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConnsPerHost:   16,
+		IdleConnTimeout:       90 * time.Second,
 	}
 }
 

@@ -29,8 +29,15 @@ type Config struct {
 	ServerName string
 	// InsecureSkipVerify turns verification off; only when the user set it explicitly.
 	InsecureSkipVerify bool
-	// RequestTimeout bounds one API request.
+	// RequestTimeout bounds one API request, body included
+	// (providers.DefaultRequestTimeout when zero).
 	RequestTimeout time.Duration
+	// ResponseHeaderTimeout bounds the wait for an answer once a request
+	// is sent (providers.DefaultResponseHeaderTimeout when zero), so an
+	// endpoint that accepts and never answers is named as timed out.
+	ResponseHeaderTimeout time.Duration
+	// MaxResponseBytes bounds one response body (MaxResponseBytes when zero).
+	MaxResponseBytes int64
 
 	// Nodes limits placement; empty allows every online node.
 	Nodes []string
@@ -59,7 +66,13 @@ type Config struct {
 
 func (c *Config) setDefaults() {
 	if c.RequestTimeout == 0 {
-		c.RequestTimeout = 30 * time.Second
+		c.RequestTimeout = providers.DefaultRequestTimeout
+	}
+	if c.ResponseHeaderTimeout == 0 {
+		c.ResponseHeaderTimeout = min(providers.DefaultResponseHeaderTimeout, c.RequestTimeout)
+	}
+	if c.MaxResponseBytes == 0 {
+		c.MaxResponseBytes = MaxResponseBytes
 	}
 	if c.CloudInitStorage == "" {
 		c.CloudInitStorage = "local"
@@ -96,6 +109,11 @@ func (c *Config) validate() error {
 	return nil
 }
 
+// MaxResponseBytes bounds one Proxmox answer: /cluster/resources of 10,000
+// VMs is about 4 MB, a task listing is capped by its limit; more than this
+// is no Proxmox we know, and is refused rather than held in memory.
+const MaxResponseBytes = 32 << 20
+
 // newClient builds a go-proxmox client whose TLS is verified against the
 // configured CA bundle and whose requests are counted and timed.
 func newClient(cfg Config) (*proxmox.Client, error) {
@@ -110,16 +128,18 @@ func newClient(cfg Config) (*proxmox.Client, error) {
 	// Verification is skipped only when the HypervisorCluster asks for it.
 	tlsCfg.InsecureSkipVerify = cfg.InsecureSkipVerify
 	base := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		DialContext:         (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSClientConfig:     tlsCfg,
-		TLSHandshakeTimeout: 10 * time.Second,
-		MaxIdleConnsPerHost: 32,
-		IdleConnTimeout:     90 * time.Second,
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		TLSClientConfig:       tlsCfg,
+		TLSHandshakeTimeout:   providers.TLSHandshakeTimeout,
+		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
 	}
 	httpClient := &http.Client{
-		Timeout:   cfg.RequestTimeout,
-		Transport: &providers.InstrumentedTransport{Provider: "proxmox", Operation: operation, Base: base},
+		Timeout: cfg.RequestTimeout,
+		Transport: &providers.InstrumentedTransport{Provider: "proxmox", Operation: operation,
+			Base: &providers.BoundedTransport{Base: base, MaxBody: cfg.MaxResponseBytes}},
 	}
 	opts := []proxmox.Option{proxmox.WithHTTPClient(httpClient), proxmox.WithUserAgent("hyperfleet")}
 	if cfg.TokenID != "" {

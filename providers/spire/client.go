@@ -44,13 +44,19 @@ var _ Server = (*Client)(nil)
 
 // NewClient uses conn, which must reach the server's admin API: its local
 // socket (DialSocket), or its TCP endpoint with mTLS as an admin workload.
-func NewClient(conn grpc.ClientConnInterface, trustDomain, installation string) (*Client, error) {
+// Every call through it has a deadline (CallTimeout, or WithCallTimeout's).
+func NewClient(conn grpc.ClientConnInterface, trustDomain, installation string, opts ...Option) (*Client, error) {
 	if err := validTrustDomain(trustDomain); err != nil {
 		return nil, err
 	}
 	if err := validSegment(installation); err != nil {
 		return nil, fmt.Errorf("%w: installation: %w", ErrInvalidID, err)
 	}
+	o := options{callTimeout: CallTimeout}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	conn = deadlineConn{ClientConnInterface: conn, timeout: o.callTimeout}
 	return &Client{
 		trustDomain:  trustDomain,
 		installation: installation,
@@ -71,7 +77,7 @@ func DialSocket(path, trustDomain, installation string) (*Client, error) {
 
 // dial makes a Client that owns its connection to target.
 func dial(target string, creds grpc.DialOption, trustDomain, installation string) (*Client, error) {
-	conn, err := grpc.NewClient(target, creds)
+	conn, err := grpc.NewClient(target, creds, connectParams())
 	if err != nil {
 		return nil, fmt.Errorf("spire: %s: %w", target, err)
 	}

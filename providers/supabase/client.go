@@ -9,10 +9,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers"
 )
 
 // Table is the table the Cyberdesk operator has always written.
@@ -57,6 +60,26 @@ func (e *StatusError) Retryable() bool {
 	return e.Code == http.StatusTooManyRequests || e.Code == http.StatusRequestTimeout || e.Code >= 500
 }
 
+// MaxResponseBytes bounds what is read of one Supabase answer: an upsert
+// asks for return=minimal, so a success has no body and an error is one
+// short JSON document.
+const MaxResponseBytes = 1 << 20
+
+// NewHTTPClient is the client an Exporter sends with: timeout bounds one
+// request (providers.DefaultRequestTimeout when zero), the headers must
+// come within providers.DefaultResponseHeaderTimeout (or timeout, if
+// shorter), and bodies are bounded by MaxResponseBytes.
+func NewHTTPClient(timeout time.Duration) *http.Client {
+	if timeout <= 0 {
+		timeout = providers.DefaultRequestTimeout
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.DialContext = (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	base.TLSHandshakeTimeout = providers.TLSHandshakeTimeout
+	base.ResponseHeaderTimeout = min(providers.DefaultResponseHeaderTimeout, timeout)
+	return &http.Client{Timeout: timeout, Transport: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}
+}
+
 // Upsert writes rows into table, merging on the id column: PostgREST's
 // POST with Prefer: resolution=merge-duplicates and on_conflict=id.
 func Upsert(ctx context.Context, hc *http.Client, creds Credentials, table string, rows []Row) error {
@@ -84,7 +107,9 @@ func Upsert(ctx context.Context, hc *http.Client, creds Credentials, table strin
 	}
 	defer func() { _ = res.Body.Close() }()
 	if res.StatusCode/100 == 2 {
-		_, _ = io.Copy(io.Discard, res.Body)
+		// Drained (bounded) so the connection is reused; a body past the
+		// bound ends the drain and the connection is dropped instead.
+		_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, MaxResponseBytes))
 		return nil
 	}
 	msg, _ := io.ReadAll(io.LimitReader(res.Body, 512))

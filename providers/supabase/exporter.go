@@ -77,7 +77,7 @@ func (e *Exporter) Start(ctx context.Context) error {
 	}
 	hc := e.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
+		hc = NewHTTPClient(0)
 	}
 	table := e.Table
 	if table == "" {

@@ -15,6 +15,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -48,7 +49,17 @@ type Reconciler struct {
 	// failure). Production leaves it unset; suites set it so a cleared fault
 	// is seen without waiting out the provider's backoff.
 	RetryCap time.Duration
+	// MaxConcurrentReconciles is the number of workers (DefaultWorkers
+	// when zero).
+	MaxConcurrentReconciles int
 }
+
+// DefaultWorkers: each reconcile asks one cluster's hypervisor, and a hung
+// one holds its worker until the call's deadline; with several workers the
+// other clusters are checked meanwhile, so one tenant's unreachable
+// endpoint does not stall the others' clusters. Clusters are few, so the
+// bound costs nothing when all is well.
+const DefaultWorkers = 8
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters,verbs=get;list;watch;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisorclusters/finalizers,verbs=update
@@ -74,6 +85,9 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.DeletionTimeout == 0 {
 		r.DeletionTimeout = 30 * time.Minute
 	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = DefaultWorkers
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.MachineClaim{}, machinesIndex, indexMachines); err != nil {
 		return err
 	}
@@ -96,6 +110,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&hypervisorv1alpha1.HypervisorCluster{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Watches(&corev1.Secret{}, handler.EnqueueRequestsFromMapFunc(r.clustersForSecret)).
 		Watches(&hypervisorv1alpha1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(r.clusterForClaim)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 

@@ -8,6 +8,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -23,13 +24,25 @@ type Reconciler struct {
 	Client      client.Client
 	Hypervisors *hypervisors.Registry
 	Recorder    events.EventRecorder
+	// MaxConcurrentReconciles is the number of workers (DefaultWorkers
+	// when zero).
+	MaxConcurrentReconciles int
 }
+
+// DefaultWorkers: a template's check asks its hypervisor, and a hung one
+// holds its worker until the call's deadline; with several workers the
+// templates of other clusters are checked meanwhile. Templates are few, so
+// the bound costs nothing when all is well.
+const DefaultWorkers = 8
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisormachinetemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisormachinetemplates/status,verbs=get;update;patch
 
 // SetupWithManager registers the reconciler; a cluster's change re-checks its templates.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = DefaultWorkers
+	}
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.HypervisorMachineTemplate{}, clusterRefIndex,
 		func(o client.Object) []string {
 			return []string{o.(*hypervisorv1alpha1.HypervisorMachineTemplate).Spec.ClusterRef.Name}
@@ -39,6 +52,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.HypervisorMachineTemplate{}).
 		Watches(&hypervisorv1alpha1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.templatesForCluster)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
 

@@ -27,6 +27,13 @@ import (
 const (
 	DefaultInterval = time.Minute
 	DefaultGrace    = 10 * time.Minute
+	// DefaultParallel clusters are swept at once: a hung hypervisor holds
+	// one of them, not the whole sweep.
+	DefaultParallel = 4
+	// DefaultClusterTimeout bounds one cluster's part of a sweep (its
+	// listing, deletions and leftovers), so a hung hypervisor gives its
+	// slot back and the sweep ends: at most one interval late.
+	DefaultClusterTimeout = time.Minute
 )
 
 // Sweeper runs on the leader only.
@@ -38,6 +45,10 @@ type Sweeper struct {
 	Clock clock.PassiveClock
 	// Interval between sweeps (1 min); Grace an orphan must outlive (10 min).
 	Interval, Grace time.Duration
+	// Parallel bounds how many clusters are swept at once (DefaultParallel);
+	// ClusterTimeout bounds each one's part (DefaultClusterTimeout).
+	Parallel       int
+	ClusterTimeout time.Duration
 
 	mu sync.Mutex
 	// firstSeen is when each orphan (by machineKey) was first seen.
@@ -70,6 +81,12 @@ func (s *Sweeper) defaults() {
 	}
 	if s.Grace == 0 {
 		s.Grace = DefaultGrace
+	}
+	if s.Parallel <= 0 {
+		s.Parallel = DefaultParallel
+	}
+	if s.ClusterTimeout <= 0 {
+		s.ClusterTimeout = DefaultClusterTimeout
 	}
 }
 

@@ -3,6 +3,9 @@ package orphans
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"sync"
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -61,14 +64,69 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	for _, c := range claims.Items {
 		w.live[string(c.UID)] = true
 	}
-	for i := range clusters.Items {
-		s.sweepCluster(ctx, w, &clusters.Items[i])
-	}
+	s.sweepClusters(ctx, w, clusters.Items)
 	s.reportOrphans(w.orphans, w.unmarked)
 	s.finishDeletions(w)
 	s.forgetExcept(w.seen)
 	s.forgetReportedExcept(w.unmarkedSeen)
 	return w.deleted, errors.Join(w.errs...)
+}
+
+// sweepClusters sweeps the clusters at most Parallel at a time, each within
+// ClusterTimeout: a hypervisor that accepts and never answers holds one
+// slot until its deadline, and the other tenants' clusters are swept
+// meanwhile. Each cluster records into its own part, merged when it ends.
+func (s *Sweeper) sweepClusters(ctx context.Context, w *sweep, clusters []hypervisorv1alpha1.HypervisorCluster) {
+	slots := make(chan struct{}, s.Parallel)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for i := range clusters {
+		cluster := &clusters[i]
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			wg.Wait()
+			w.errs = append(w.errs, ctx.Err())
+			return
+		}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			cctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout)
+			defer cancel()
+			part := w.part()
+			s.sweepCluster(cctx, part, cluster)
+			if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+				part.errs = append(part.errs, fmt.Errorf("sweeping HypervisorCluster %s: stopped at its deadline of %s: %w", clusterKey(cluster), s.ClusterTimeout, cctx.Err()))
+			}
+			mu.Lock()
+			w.merge(part)
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+}
+
+// part is an empty record for one cluster's sweep, reading w's claims.
+func (w *sweep) part() *sweep {
+	return &sweep{
+		now: w.now, live: w.live, seen: map[string]bool{}, listed: map[string]bool{},
+		orphans: map[hypervisorv1alpha1.ProviderType]int{}, unmarked: map[unmarkedKey]int{}, unmarkedSeen: map[string]bool{},
+	}
+}
+
+// merge adds a cluster's part to w.
+func (w *sweep) merge(p *sweep) {
+	maps.Copy(w.seen, p.seen)
+	maps.Copy(w.listed, p.listed)
+	maps.Copy(w.unmarkedSeen, p.unmarkedSeen)
+	for k, n := range p.orphans {
+		w.orphans[k] += n
+	}
+	for k, n := range p.unmarked {
+		w.unmarked[k] += n
+	}
+	w.deleted += p.deleted
+	w.errs = append(w.errs, p.errs...)
 }
 
 // sweepCluster lists one cluster's machines and deletes its orphans past

@@ -66,6 +66,10 @@ func (p *StatusPatch) Release() { p.released = true }
 // gone). Events that compare the status before and after follow it.
 func (p *StatusPatch) Concluded() bool { return p.concluded }
 
+// StatusWriteTimeout bounds the status write of a reconcile whose own
+// context has ended.
+const StatusWriteTimeout = 10 * time.Second
+
 // Finalize is every reconciler's deferred last step (Flux's finalizeStatus):
 //   - A conflict, or an AlreadyExists from a create the cache had not yet
 //     shown, is requeued silently: nothing is written from a stale read, and
@@ -113,7 +117,16 @@ func (p *StatusPatch) Finalize(ctx context.Context, summary conditions.Summary, 
 	// response may carry a newer generation, written by someone else since
 	// the read, which the next reconcile is for.
 	concluded := obj.DeepCopyObject().(Object)
-	if perr := conditions.PatchStatus(ctx, p.client, p.before, obj); perr != nil {
+	writeCtx := ctx
+	if ctx.Err() != nil {
+		// The reconcile ran out of its time (the manager's reconcile
+		// timeout, a hung outside call): the status must still say so, or
+		// the object would keep its last, now false, conditions.
+		var cancel context.CancelFunc
+		writeCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), StatusWriteTimeout)
+		defer cancel()
+	}
+	if perr := conditions.PatchStatus(writeCtx, p.client, p.before, obj); perr != nil {
 		if IsConflict(perr) {
 			return ctrl.Result{RequeueAfter: ConflictRequeue}, nil
 		}

@@ -227,3 +227,22 @@ func TestCheckpointWritesNowAndRebases(t *testing.T) {
 		t.Fatalf("the final step rewrote what the checkpoint wrote (resourceVersion %s → %s)", got.ResourceVersion, again.ResourceVersion)
 	}
 }
+
+// A reconcile that ran out of time (the manager's reconcile timeout, a
+// hung call) still writes why: its own context has ended, so the write
+// takes a fresh, bounded one.
+func TestFinalizeWritesAfterTheReconcileTimedOut(t *testing.T) {
+	claim := newClaim(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Nanosecond)
+	defer cancel()
+	<-ctx.Done()
+	p := skeleton.NewStatusPatch(testenv.Client(), claim)
+	timedOut := conditions.Summary{State: conditions.Waiting, Reason: "HypervisorUnreachable", Message: "the hypervisor timed out; retrying"}
+	if _, err := p.Finalize(ctx, timedOut, ctrl.Result{}, ctx.Err()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("err = %v; want the reconcile's deadline back", err)
+	}
+	got := reread(t, claim)
+	if c := apimeta.FindStatusCondition(got.Status.Conditions, meta.ReadyCondition); c == nil || c.Reason != "HypervisorUnreachable" {
+		t.Fatalf("Ready = %+v; a timed-out reconcile must still write its conclusion", c)
+	}
+}

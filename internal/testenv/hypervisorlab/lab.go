@@ -24,6 +24,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -53,7 +54,8 @@ const SecretTTL = 100 * time.Millisecond
 // operator's own cache rules (manager.CacheOptions: Secrets only in the
 // operator's namespace and with the credentials label; Pods, Services,
 // Deployments and ConfigMaps only with the managed-by label), no metrics or
-// probe listeners and no leader election.
+// probe listeners and no leader election; every reconcile bounded by the
+// operator's default reconcile timeout.
 func NewManager() (ctrl.Manager, error) {
 	cacheOpts, err := manager.CacheOptionsFor(testenv.Config(), manager.Options{OperatorNamespace: OperatorNamespace})
 	if err != nil {
@@ -64,6 +66,7 @@ func NewManager() (ctrl.Manager, error) {
 		Cache:                  cacheOpts,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
+		Controller:             config.Controller{ReconciliationTimeout: manager.DefaultReconcileTimeout},
 	})
 }
 
