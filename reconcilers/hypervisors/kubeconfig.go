@@ -4,18 +4,19 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
-	"time"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/hyperfleet/hyperfleet/providers"
 )
 
 // RemoteTimeout bounds every request to a remote KubeVirt cluster: a remote
 // API server that accepts a connection and never answers costs its own
 // cluster's objects a worker for this long, never the operator a worker for
 // good.
-const RemoteTimeout = 30 * time.Second
+const RemoteTimeout = providers.DefaultRequestTimeout
 
 // KubeconfigError says which part of a tenant's kubeconfig was refused.
 type KubeconfigError struct {
