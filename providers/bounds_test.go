@@ -75,7 +75,10 @@ func TestBoundedTransportNamesAHungEndpoint(t *testing.T) {
 	hc := &http.Client{Transport: &providers.BoundedTransport{
 		Base: &http.Transport{ResponseHeaderTimeout: 100 * time.Millisecond}, MaxBody: 100,
 	}}
-	_, err = hc.Get("http://" + ln.Addr().String() + "/version")
+	resp, err := hc.Get("http://" + ln.Addr().String() + "/version")
+	if err == nil {
+		_ = resp.Body.Close()
+	}
 	var te *providers.TimeoutError
 	if !errors.As(err, &te) {
 		t.Fatalf("a hung endpoint gave %v, not a TimeoutError", err)

@@ -374,7 +374,7 @@ func recorded(t *testing.T, version string) http.Handler {
 				if fmt.Sprint(r["vmid"]) == id {
 					w.Header().Set("Content-Type", "application/json")
 					w.WriteHeader(http.StatusBadRequest)
-					fmt.Fprintf(w, `{"errors":{"vmid":"VM %s already exists"},"data":null}`, id)
+					_, _ = fmt.Fprintf(w, `{"errors":{"vmid":"VM %s already exists"},"data":null}`, id)
 					return
 				}
 			}
@@ -384,7 +384,7 @@ func recorded(t *testing.T, version string) http.Handler {
 			return
 		}
 		w.Header().Set("Content-Type", "application/json;charset=UTF-8")
-		fmt.Fprintf(w, `{"data":%s}`, data)
+		_, _ = fmt.Fprintf(w, `{"data":%s}`, data)
 	})
 }
 
