@@ -97,19 +97,19 @@ bench-claims: controlplane ## Claims→Ready: the real manager, kube-apiserver a
 PERF_N ?= 200
 PERF_IDLE ?= 2m
 .PHONY: bench-performers
-bench-performers: controlplane ## Issue 15's Performer figures: PERF_N Performers (200) at once against `hyperfleet run` on a whole test cluster; time to served and Ready, writes per performer from the API server's audit log, writes in PERF_IDLE (2m) idle, peak RSS, CPU.
+bench-performers: controlplane ## Performer figures against the Hourglass original: PERF_N Performers (200) at once against `hyperfleet run` on a whole test cluster; time to served and Ready, writes per performer from the API server's audit log, writes in PERF_IDLE (2m) idle, peak RSS, CPU.
 	PERF_N=$(PERF_N) PERF_IDLE=$(PERF_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench Performers -benchtime 1x -timeout 30m -v ./internal/bench/performers/
 
 RUNNERS_N ?= 500
 .PHONY: bench-runners
-bench-runners: controlplane ## Issue 13's runner latency: RUNNERS_N (500) queued deliveries at once to the real manager; delivery → provider Create call, → runner registered, → job taken (p50/p99), with maxReplicas fitting the burst and a fifth of it.
+bench-runners: controlplane ## Runner latency: RUNNERS_N (500) queued deliveries at once to the real manager; delivery → provider Create call, → runner registered, → job taken (p50/p99), with maxReplicas fitting the burst and a fifth of it.
 	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench RunnerLatency -benchtime 1x -timeout 30m -v ./internal/bench/runners/
 
 GHCOST_POOLS ?= 10
 GHCOST_JOBS ?= 500
 GHCOST_IDLE ?= 2m
 .PHONY: bench-github
-bench-github: controlplane ## Issue 13's GitHub API cost: GHCOST_POOLS pools (10) on one credential serve GHCOST_JOBS jobs (500) through githubsim; requests per job served, and per idle pool-hour scaled from GHCOST_IDLE (2m) idle (about 5 minutes).
+bench-github: controlplane ## GitHub API cost: GHCOST_POOLS pools (10) on one credential serve GHCOST_JOBS jobs (500) through githubsim; requests per job served, and per idle pool-hour scaled from GHCOST_IDLE (2m) idle (about 5 minutes).
 	GHCOST_POOLS=$(GHCOST_POOLS) GHCOST_JOBS=$(GHCOST_JOBS) GHCOST_IDLE=$(GHCOST_IDLE) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench GitHubCost -benchtime 1x -timeout 40m -v ./internal/bench/githubcost/
 
 .PHONY: bench-memory

@@ -47,4 +47,21 @@ if [ -n "$upward" ]; then
   echo "$upward" >&2
   exit 1
 fi
-echo "verify: generated files, go.mod/go.sum, formatting and import direction are up to date"
+
+# The README stays short and every relative link in it and docs/*.md reaches
+# a file, and a #anchor a heading (hack/mdlinks prints each file:line).
+if ! go run ./hack/mdlinks; then
+  echo "verify: README.md is too long or a Markdown link does not resolve (above)" >&2
+  exit 1
+fi
+
+# Numbers of work sessions or issues outside this repository mean nothing to
+# a reader: a figure keeps its date and command instead. Links to other
+# projects' issues (…/issues/2707) do not match.
+numbered="$(git grep --untracked -nIiE '\b(sessions?|issues?|stop) #?[0-9]+' -- . ':!go.sum' ':!**/testdata/**' | grep -vE 'stop [0-9]+s\b' || true)"
+if [ -n "$numbered" ]; then
+  echo "verify: session or issue numbers (say the date and command instead):" >&2
+  echo "$numbered" >&2
+  exit 1
+fi
+echo "verify: generated files, go.mod/go.sum, formatting and import direction are up to date; Markdown links resolve"

@@ -96,7 +96,7 @@ func BenchmarkClaimsToReady(b *testing.B) {
 
 // readyTimeout bounds the wait for all n claims: generous, since only
 // errors fail the benchmark, never slowness. The claims keep the default
-// spec.provisioningTimeout (15 minutes): issue 15 asks that 1000 claims
+// spec.provisioningTimeout (15 minutes): the aim is that 1000 claims
 // pass under it, so a claim it fails fails the run.
 func readyTimeout(n int) time.Duration {
 	return 5*time.Minute + time.Duration(n)*2400*time.Millisecond
@@ -393,7 +393,7 @@ func serialIdeal(lat proxmoxsim.Latencies) time.Duration {
 // cloneSlot is how long one clone holds its slot: from the clone call to its
 // task's end. The clone's task runs CloneConfigLag before its Clone time
 // starts (proxmoxsim.Latencies), and admission must count it from the call,
-// or a burst would exceed the limits during the lag. Issue 15's "ideal
+// or a burst would exceed the limits during the lag. The first estimate's "ideal
 // 31.1 s" at 100 claims left the lag out; it is 35.0 s with it.
 func cloneSlot(lat proxmoxsim.Latencies) time.Duration {
 	return lat.CloneConfigLag + lat.Clone

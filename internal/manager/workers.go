@@ -25,7 +25,7 @@ var workerNames = []string{WorkersHypervisorCluster, WorkersHypervisorMachineTem
 const maxWorkers = 256
 
 // Workers are worker counts per reconciler; a reconciler not named keeps
-// the default its package chose from `make bench` (README, "Performance").
+// the default its package chose from `make bench` (docs/performance.md).
 type Workers map[string]int
 
 // For returns the count for name, 0 meaning the reconciler's default.

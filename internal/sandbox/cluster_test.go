@@ -16,7 +16,7 @@ import (
 )
 
 // checkCluster asserts what `kubectl get nodes` and `kubectl get
-// endpointslices` show after `make dev` (the README's sandbox section): every
+// endpointslices` show after `make dev` (docs/sandbox.md): every
 // simulated node Ready, and a ready endpoint behind each sample Performer's
 // Service. That the Performers and the executor are Ready is
 // checkEveryObjectReady's.

@@ -54,7 +54,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// The README's promise: `hyperfleet dev` says what it runs, answers kubectl
+// docs/sandbox.md's promise: `hyperfleet dev` says what it runs, answers kubectl
 // through the kubeconfig it prints, every sample (pointed at the simulators)
 // and demo claim turns Ready, the nodes and the Performers' endpoints are
 // there, queued GitHub jobs are run by runners that attested through a

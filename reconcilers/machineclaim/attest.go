@@ -93,7 +93,7 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 	}
 	reg := r.Attestation
 	if reg == nil {
-		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s asks for attestation, and the operator runs without SPIRE: start it with --spire-admin-socket and --credential-endpoint-url (README, \"Attestation\")", t.Name))
+		return stall(ReasonSPIRENotConfigured, fmt.Sprintf("template %s asks for attestation, and the operator runs without SPIRE: start it with --spire-admin-socket and --credential-endpoint-url (docs/attestation.md)", t.Name))
 	}
 	server, err := reg.Server(ctx, a.SPIRE)
 	if err != nil {

@@ -91,7 +91,7 @@ func (l *retireLab) counts() (inFlight, most, deleted int) {
 // The pool's scale-up runs after retireFinished in the same reconcile, so
 // finished runners are removed several at a time: removed one after
 // another, the 130 a 500-job burst had finished held the reconcile 25.7 s
-// and the jobs still queued waited for it (README, "Runner latency").
+// and the jobs still queued waited for it (docs/performance.md, "Runner latency").
 func TestRetireFinishedRemovesRunnersConcurrently(t *testing.T) {
 	block := make(chan struct{})
 	l := newRetireLab(t, 2*retireParallelism, block)

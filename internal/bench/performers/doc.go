@@ -1,5 +1,5 @@
 // Package performers measures the Performer reconciler as the Hourglass
-// comparison in issue 15 did: the real `hyperfleet run` binary as its own
+// comparison did: the real `hyperfleet run` binary as its own
 // process, N Performers created at once on a real kube-apiserver with a
 // whole test cluster (scheduler, controller-manager, kwok), and every
 // request the operator sends counted on the API server's side, from its

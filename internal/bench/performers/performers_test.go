@@ -229,7 +229,7 @@ type figures struct {
 }
 
 // hourglass is the Hourglass original's time to all served and all Ready,
-// as issue 15 measured it, by N; the aim is a fifth of each.
+// as the comparison measured it, by N; the aim is a fifth of each.
 var hourglass = map[int][2]float64{200: {18.6, 27.3}, 1000: {99.3, 137.2}}
 
 // timeAims are the aims for all served and all Ready at n Performers, with
@@ -250,7 +250,7 @@ func report(b *testing.B, f figures) {
 	w := tabwriter.NewWriter(&sb, 0, 0, 2, ' ', 0)
 	s := func(d time.Duration) string { return fmt.Sprintf("%.1f s", d.Seconds()) }
 	served, ready := timeAims(f.n)
-	_, _ = fmt.Fprintf(w, "Performers, N=%d (load average before: %s)\tHyperFleet\taim (issue 15)\n", f.n, f.load)
+	_, _ = fmt.Fprintf(w, "Performers, N=%d (load average before: %s)\tHyperFleet\taim\n", f.n, f.load)
 	_, _ = fmt.Fprintf(w, "performer workers (PERF_WORKERS)\t%s\t\n", f.workers)
 	_, _ = fmt.Fprintf(w, "all created (client, %d in flight)\t%s\t\n", creators, s(f.created))
 	_, _ = fmt.Fprintf(w, "all served (Pod and Service exist)\t%s\t%s\n", s(f.served), served)

@@ -1,5 +1,5 @@
 // Package runners measures how fast a burst of queued jobs turns into
-// runners (issue 13 item 7): N workflow_job "queued" deliveries, signed and
+// runners: N workflow_job "queued" deliveries, signed and
 // sent by githubsim to the operator's webhook receiver as GitHub sends
 // them, and for each the time to its MachineClaim's provider Create call
 // (the KubeVirt VirtualMachine POST, timestamped as it leaves the

@@ -50,7 +50,7 @@ func burstSize(b *testing.B) int {
 // k-th delivery is paired with the k-th claim, Create call and
 // registration; the job-taken time is the job's own. The aim is a
 // Create-call p99 under 200 ms while the burst fits maxReplicas; it is not
-// met (2.2 s at 100, 18.2 s at 500 on a shared 2-core machine; README,
+// met (2.2 s at 100, 18.2 s at 500 on a shared 2-core machine; docs/performance.md,
 // "Runner latency").
 func BenchmarkRunnerLatency(b *testing.B) {
 	n := burstSize(b)

@@ -3,7 +3,7 @@
 // in the machine's TPM (only the TPM can use its private part) and a
 // certificate for it from the platform's DevID authority.
 //
-// Who does what (README "TPM attestation"):
+// Who does what (docs/attestation.md, "TPM attestation"):
 //   - The hypervisor host provisions each machine's (virtual) TPM before the
 //     machine first boots, the way it already manufactures the vTPM's
 //     endorsement key and certificate (swtpm_setup): Provision creates the
