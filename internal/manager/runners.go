@@ -22,8 +22,10 @@ type RunnerOptions struct {
 	// WebhookAddr is the receiver's listen address; "0" turns it off.
 	WebhookAddr string
 	// WebhookSecret names a Secret in the operator's namespace (labelled
-	// hyperfleet.io/credentials) whose key WebhookSecretKey is the secret
-	// GitHub signs deliveries with.
+	// hyperfleet.io/credentials) holding the secrets GitHub signs
+	// deliveries with: key WebhookSecretKey, and per scope
+	// WebhookSecretKey.<owner> and WebhookSecretKey.<owner>.<repository>
+	// (webhook.ScopedSecret).
 	WebhookSecret, WebhookSecretKey string
 	// GitHubTimeout bounds one GitHub API request.
 	GitHubTimeout time.Duration
@@ -42,7 +44,7 @@ type RunnerOptions struct {
 func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookAddr, "webhook-bind-address", ":9443", "Address of the GitHub webhook receiver (POST /github/webhook); 0 turns it off.")
 	fs.StringVar(&o.WebhookSecret, "webhook-secret", "github-webhook", "Secret in the operator's namespace, labelled hyperfleet.io/credentials, holding the webhook secret.")
-	fs.StringVar(&o.WebhookSecretKey, "webhook-secret-key", "webhookSecret", "Key of the webhook secret in that Secret.")
+	fs.StringVar(&o.WebhookSecretKey, "webhook-secret-key", "webhookSecret", "Key of the webhook secret in that Secret; <key>.<owner> and <key>.<owner>.<repository> (lower case) are the secrets of one organization or repository, and only they verify its deliveries.")
 	fs.DurationVar(&o.GitHubTimeout, "github-timeout", github.DefaultTimeout, "Timeout of one GitHub API request.")
 	fs.DurationVar(&o.SyncInterval, "runnerpool-sync-interval", 15*time.Second, "How often a steady RunnerPool re-reads its runners from GitHub.")
 	fs.StringVar(&o.Runner.Version, "runner-version", "", "actions/runner version the bootstrap agents install. Default: the agent's own.")
@@ -75,17 +77,15 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) erro
 		Handle: r.HandleJob,
 		Log:    mgr.GetLogger().WithName("webhook"),
 		// Read through the shared credentials reader (label-gated), so a
-		// rotated secret is in use within its reuse time.
-		Secret: func(ctx context.Context) ([]byte, error) {
+		// rotated secret is in use within its reuse time. The Secret is in
+		// the operator's namespace, which only the platform admin writes:
+		// a tenant can neither read nor add a scope's key.
+		Secret: func(ctx context.Context, scope webhook.Scope) ([]byte, error) {
 			s, err := secrets.Secret(ctx, key, "--webhook-secret")
 			if err != nil {
 				return nil, fmt.Errorf("webhook Secret %s (needs the label %s): %w", key, meta.CredentialsLabel, err)
 			}
-			v := s.Data[dataKey]
-			if len(v) == 0 {
-				return nil, fmt.Errorf("webhook Secret %s has no key %s", key, dataKey)
-			}
-			return v, nil
+			return webhook.ScopedSecret(s.Data, dataKey, scope)
 		},
 	})
 }

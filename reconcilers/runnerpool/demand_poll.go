@@ -76,6 +76,13 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 		return res, nil
 	}
 	key := client.ObjectKeyFromObject(s.pool)
+	// This reconcile's listing just proved the pool reaches its scope; the
+	// cached copy may not show it yet (status is written at the end).
+	for i := range pools.Items {
+		if client.ObjectKeyFromObject(&pools.Items[i]) == key {
+			pools.Items[i].Status.ReachedScope = s.pool.Status.ReachedScope
+		}
+	}
 	byID := map[int64]*hypervisorv1alpha1.RunnerJob{}
 	for i := range s.demand.records {
 		byID[s.demand.records[i].Spec.JobID] = &s.demand.records[i]

@@ -53,15 +53,39 @@ func inScope(pool *hypervisorv1alpha1.RunnerPool, job github.JobEvent) bool {
 	return g.Organization != "" && (strings.EqualFold(g.Organization, job.Organization) || strings.EqualFold(g.Organization, job.Owner))
 }
 
-// MatchPool picks the pool for a job: in scope, with runner labels covering
-// all of the job's labels. Among several, the one with the fewest labels
-// (the most specific fit wastes the least), then repository pools before
-// organization ones, then by namespace/name, so the choice is stable.
+// scopeKey names the GitHub scope a pool's spec asks for, as recorded in
+// status.reachedScope: "owner/repository" for a repository pool, the
+// organization otherwise; lower case, as GitHub compares logins and names.
+func scopeKey(pool *hypervisorv1alpha1.RunnerPool) string {
+	g := pool.Spec.GitHub
+	if g.Repository != "" {
+		return strings.ToLower(g.Owner + "/" + g.Repository)
+	}
+	return strings.ToLower(g.Organization)
+}
+
+// reachesScope reports whether the pool's own credentials were seen to
+// reach the scope its spec names (status.reachedScope, written after a
+// runner listing with them succeeded). Naming a repository proves nothing:
+// any tenant may write any name, with credentials that do not work.
+func reachesScope(pool *hypervisorv1alpha1.RunnerPool) bool {
+	return pool.Status.ReachedScope != "" && pool.Status.ReachedScope == scopeKey(pool)
+}
+
+// MatchPool picks the pool for a job: in scope, its credentials seen to
+// reach that scope, with runner labels covering all of the job's labels.
+// Among several, the one with the fewest labels (the most specific fit
+// wastes the least), then repository pools before organization ones, then
+// by namespace/name. The choice is a function of the pools alone, so every
+// replica and the poll pick the same pool for a job, and its one record
+// (job-<id> in that pool's namespace) is the dedupe: splitting a scope's
+// jobs between pools of two namespaces would need shared state, and two
+// replicas choosing differently would make two runners for one job.
 func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job github.JobEvent) (*hypervisorv1alpha1.RunnerPool, bool) {
 	var fits []*hypervisorv1alpha1.RunnerPool
 	for i := range pools {
 		p := &pools[i]
-		if p.DeletionTimestamp != nil || !inScope(p, job) || !labelsCover(RunnerLabels(p), job.Labels) {
+		if p.DeletionTimestamp != nil || !inScope(p, job) || !reachesScope(p) || !labelsCover(RunnerLabels(p), job.Labels) {
 			continue
 		}
 		fits = append(fits, p)

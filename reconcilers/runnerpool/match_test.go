@@ -10,11 +10,37 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
+// testPool is a pool whose credentials were seen to reach its scope.
 func testPool(ns, name, owner, repo, org string, labels ...string) hypervisorv1alpha1.RunnerPool {
-	return hypervisorv1alpha1.RunnerPool{
+	p := hypervisorv1alpha1.RunnerPool{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: hypervisorv1alpha1.RunnerPoolSpec{Labels: labels,
 			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: repo, Organization: org}},
+	}
+	p.Status.ReachedScope = scopeKey(&p)
+	return p
+}
+
+// A pool takes a scope's jobs only once its own credentials were seen to
+// reach that scope: naming a repository, even with labels that fit better
+// and a namespace that sorts first, takes nothing; having reached another
+// scope (the spec's scope is immutable, but a stale status may say so)
+// neither.
+func TestMatchPoolOnlyPoolsThatReachedTheScope(t *testing.T) {
+	good := testPool("team-b", "widgets", "acme", "widgets", "", "extra")
+	unproven := testPool("team-a", "widgets", "acme", "widgets", "")
+	unproven.Status.ReachedScope = ""
+	elsewhere := testPool("team-a", "other", "acme", "widgets", "")
+	elsewhere.Status.ReachedScope = "acme/gadgets"
+	orgUnproven := testPool("team-a", "org", "", "", "acme")
+	orgUnproven.Status.ReachedScope = ""
+	job := github.JobEvent{ID: 1, Owner: "acme", Organization: "acme", Repository: "widgets", Labels: []string{"self-hosted"}}
+	p, ok := MatchPool([]hypervisorv1alpha1.RunnerPool{unproven, elsewhere, orgUnproven, good}, job)
+	if !ok || p.Namespace != "team-b" {
+		t.Fatalf("MatchPool = %v, %v; want team-b/widgets, the only pool seen to reach acme/widgets", p, ok)
+	}
+	if p, ok := MatchPool([]hypervisorv1alpha1.RunnerPool{unproven, elsewhere, orgUnproven}, job); ok {
+		t.Fatalf("the job went to %s/%s, whose credentials were never seen to reach acme/widgets", p.Namespace, p.Name)
 	}
 }
 

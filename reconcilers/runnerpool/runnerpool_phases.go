@@ -180,9 +180,20 @@ func (r *Reconciler) connectGitHub(ctx context.Context, s *scope) (skeleton.Resu
 	}
 	if err != nil {
 		s.githubErr = err
+		// Refused credentials (or a scope they may not see) take the pool
+		// out of routing; a transient failure says nothing about them and
+		// keeps what the last listing proved.
+		var cred *credentialsError
+		if _, permanent := providers.IsPermanent(err); permanent || errors.As(err, &cred) {
+			s.pool.Status.ReachedScope = ""
+		}
 		_, after := githubOutcome(err)
 		return skeleton.StopAndRequeue(after), nil
 	}
+	// The listing was made with this pool's own credentials (the shared
+	// snapshot is per credential and scope), so they reach the scope: from
+	// now on the pool may take its jobs (MatchPool).
+	s.pool.Status.ReachedScope = scopeKey(s.pool)
 	s.gh, s.gscope = gh, gscope
 	return skeleton.Continue(), nil
 }

@@ -214,6 +214,15 @@ type RunnerPoolStatus struct {
 	// LastScaleTime is when the desired count last changed.
 	// +optional
 	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
+	// ReachedScope is the GitHub scope ("owner/repository", or the
+	// organization) the pool's own credentials were last seen to reach: a
+	// runner listing of that scope with them succeeded. Only a pool whose
+	// reachedScope is its spec's scope takes that scope's jobs, so a pool
+	// naming a repository its credentials cannot reach never takes the
+	// demand of one that can. Kept in status so it survives restarts and
+	// failovers; cleared when GitHub refuses the credentials.
+	// +optional
+	ReachedScope string `json:"reachedScope,omitempty"`
 }
 
 // RunnerPool keeps between minReplicas and maxReplicas ephemeral GitHub

@@ -10,16 +10,19 @@
 package webhook
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	gogithub "github.com/google/go-github/v60/github"
 	"github.com/prometheus/client_golang/prometheus"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -29,6 +32,9 @@ import (
 // Path is where GitHub posts deliveries.
 const Path = "/github/webhook"
 
+// DefaultMaxBodyBytes is the default body limit (Receiver.MaxBodyBytes).
+const DefaultMaxBodyBytes = 256 << 10
+
 // Results of a delivery, the result label of hyperfleet_webhook_deliveries_total.
 const (
 	ResultAccepted     = "accepted"
@@ -37,7 +43,7 @@ const (
 	ResultUnauthorized = "unauthorized"
 	ResultBadRequest   = "bad_request"
 	ResultTooLarge     = "too_large"
-	// ResultQueueFull: every handler slot stayed busy; answered 503.
+	// ResultQueueFull: MaxInFlight requests were in flight; answered 503 before the body was read.
 	ResultQueueFull = "queue_full"
 	ResultError     = "error"
 )
@@ -53,9 +59,11 @@ var (
 // replica, leader or not, from the start.
 func init() { metrics.Registry.MustRegister(deliveries) }
 
-// SecretFunc returns the current webhook secret, so a rotated secret takes
-// effect without a restart. It must not be logged.
-type SecretFunc func(ctx context.Context) ([]byte, error)
+// SecretFunc returns the secret that must verify a delivery from scope,
+// read at each delivery so a rotated secret takes effect without a
+// restart; ErrNoSecret when the scope has none (the delivery is refused).
+// It must not be logged.
+type SecretFunc func(ctx context.Context, scope Scope) ([]byte, error)
 
 // Handler records one workflow_job delivery. It runs before the delivery
 // is answered: nil answers 202, an error 503 (GitHub redelivers on request).
@@ -67,18 +75,23 @@ type Handler func(ctx context.Context, job github.JobEvent) error
 type Receiver struct {
 	// Addr to listen on, e.g. ":9443"; "0" or empty disables the receiver.
 	Addr string
-	// Secret returns the shared secret GitHub signs deliveries with.
+	// Secret returns the secret that must verify a delivery of a scope
+	// (ScopedSecret picks it from a Secret's keys).
 	Secret SecretFunc
 	// Handle processes a workflow_job delivery.
 	Handle Handler
-	// MaxBodyBytes bounds a delivery (default 1 MiB; workflow_job payloads
-	// are a few KiB). Larger bodies get 413.
+	// MaxBodyBytes bounds a delivery (default 256 KiB). A workflow_job
+	// delivery is tens of KiB (the job's steps and labels, the repository,
+	// the sender), and GitHub itself caps payloads at 25 MB without ever
+	// sending one near it for this event; 256 KiB leaves a job with a
+	// long step list several times its size. Larger bodies get 413, told
+	// by Content-Length before reading or cut off while reading.
 	MaxBodyBytes int64
-	// MaxInFlight bounds deliveries handled at once (default 64); one
-	// arriving when all are busy waits up to SlotWait, then gets 503.
+	// MaxInFlight bounds the requests being read, verified and recorded at
+	// once (default 64), counted from before the body is read: one more is
+	// answered 503 with Retry-After at once. Memory for unverified bodies
+	// is at most MaxInFlight × MaxBodyBytes (16 MiB by default).
 	MaxInFlight int
-	// SlotWait bounds that wait (default 5 s, well inside GitHub's 10 s).
-	SlotWait time.Duration
 	// HandleTimeout bounds one Handler call (default 8 s).
 	HandleTimeout time.Duration
 	// ShutdownTimeout bounds the graceful shutdown: the server stops
@@ -95,13 +108,10 @@ type Receiver struct {
 func (r *Receiver) init() {
 	r.once.Do(func() {
 		if r.MaxBodyBytes <= 0 {
-			r.MaxBodyBytes = 1 << 20
+			r.MaxBodyBytes = DefaultMaxBodyBytes
 		}
 		if r.MaxInFlight <= 0 {
 			r.MaxInFlight = 64
-		}
-		if r.SlotWait <= 0 {
-			r.SlotWait = 5 * time.Second
 		}
 		if r.HandleTimeout <= 0 {
 			r.HandleTimeout = 8 * time.Second
@@ -164,7 +174,7 @@ func (r *Receiver) Start(ctx context.Context) error {
 }
 
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
-	event := req.Header.Get("X-GitHub-Event")
+	event := gogithub.WebHookType(req)
 	label := event
 	switch event {
 	case "workflow_job", "ping":
@@ -179,6 +189,26 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusMethodNotAllowed, ResultBadRequest, "POST only")
 		return
 	}
+	// The slot is taken before a byte of the body is read or a secret
+	// looked up: an unverified request costs at most MaxInFlight bodies of
+	// MaxBodyBytes, and one more is refused at once rather than queued.
+	select {
+	case r.slots <- struct{}{}:
+		defer func() { <-r.slots }()
+	default:
+		w.Header().Set("Retry-After", "1")
+		answer(http.StatusServiceUnavailable, ResultQueueFull, "busy, redeliver later")
+		return
+	}
+	if req.ContentLength > r.MaxBodyBytes {
+		answer(http.StatusRequestEntityTooLarge, ResultTooLarge, "delivery too large")
+		return
+	}
+	mt, err := mediaType(req.Header.Get("Content-Type"))
+	if err != nil {
+		answer(http.StatusUnsupportedMediaType, ResultBadRequest, err.Error())
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, req.Body, r.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -189,17 +219,40 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusBadRequest, ResultBadRequest, "unreadable body")
 		return
 	}
-	secret, err := r.Secret(req.Context())
+	// Which secret must verify the delivery depends on whom it claims to
+	// come from; the claim is read from the unverified body only to choose
+	// the secret, and the verified payload is held to the same scope.
+	scope, err := scopeOf(unverifiedPayload(mt, body))
 	if err != nil {
+		answer(http.StatusUnauthorized, ResultUnauthorized, "bad signature")
+		return
+	}
+	secret, err := r.Secret(req.Context(), scope)
+	switch {
+	case errors.Is(err, ErrNoSecret):
+		answer(http.StatusUnauthorized, ResultUnauthorized, "bad signature")
+		return
+	case err != nil:
 		r.Log.Error(err, "No webhook secret to verify a delivery with")
 		answer(http.StatusServiceUnavailable, ResultError, "webhook secret unavailable")
 		return
 	}
-	if err := VerifySignature(secret, body, req.Header.Get("X-Hub-Signature-256")); err != nil {
+	// SHA-256 only: go-github would also take a SHA-1 signature.
+	sig := req.Header.Get(gogithub.SHA256SignatureHeader)
+	if len(secret) == 0 || !strings.HasPrefix(sig, "sha256=") {
 		answer(http.StatusUnauthorized, ResultUnauthorized, "bad signature")
 		return
 	}
-	delivery := req.Header.Get("X-GitHub-Delivery")
+	payload, err := gogithub.ValidatePayloadFromBody(mt, bytes.NewReader(body), sig, secret)
+	if err != nil {
+		answer(http.StatusUnauthorized, ResultUnauthorized, "bad signature")
+		return
+	}
+	if again, err := scopeOf(payload); err != nil || again != scope {
+		answer(http.StatusUnauthorized, ResultUnauthorized, "bad signature")
+		return
+	}
+	delivery := gogithub.DeliveryID(req)
 	switch event {
 	case "ping":
 		answer(http.StatusOK, ResultAccepted, "pong")
@@ -209,7 +262,13 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusAccepted, ResultIgnored, "event ignored")
 		return
 	}
-	job, err := ParseWorkflowJob(body)
+	parsed, err := gogithub.ParseWebHook(event, payload)
+	wj, ok := parsed.(*gogithub.WorkflowJobEvent)
+	if err != nil || !ok {
+		answer(http.StatusBadRequest, ResultBadRequest, "workflow_job payload is not JSON")
+		return
+	}
+	job, err := toJobEvent(wj)
 	if err != nil {
 		answer(http.StatusBadRequest, ResultBadRequest, err.Error())
 		return
@@ -219,12 +278,6 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		answer(http.StatusOK, ResultDuplicate, "duplicate delivery")
 		return
 	}
-	if !r.acquire(req.Context()) {
-		r.seen.forget(delivery) // let a redelivery try again
-		answer(http.StatusServiceUnavailable, ResultQueueFull, "busy, redeliver later")
-		return
-	}
-	defer func() { <-r.slots }()
 	// The record is made even if GitHub hangs up first (it then shows a
 	// timeout and may redeliver, which the handler deduplicates) and even
 	// while the process shuts down: the graceful shutdown waits for it.
@@ -238,24 +291,6 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	answer(http.StatusAccepted, ResultAccepted, "accepted")
-}
-
-// acquire takes a handler slot, waiting at most SlotWait.
-func (r *Receiver) acquire(ctx context.Context) bool {
-	select {
-	case r.slots <- struct{}{}:
-		return true
-	default:
-	}
-	t := time.NewTimer(r.SlotWait)
-	defer t.Stop()
-	select {
-	case r.slots <- struct{}{}:
-		return true
-	case <-t.C:
-	case <-ctx.Done():
-	}
-	return false
 }
 
 // recent remembers delivery IDs for a while, bounded in count, so a

@@ -3,6 +3,9 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -14,12 +17,24 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	gogithub "github.com/google/go-github/v60/github"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
 var secret = []byte("it's a secret to everybody")
+
+// anyScope verifies every scope with secret.
+func anyScope(context.Context, Scope) ([]byte, error) { return secret, nil }
+
+// Sign is the X-Hub-Signature-256 GitHub sends for body: HMAC-SHA256 of the
+// raw body under the secret, in hex.
+func Sign(key, body []byte) string {
+	mac := hmac.New(sha256.New, key)
+	mac.Write(body)
+	return "sha256=" + hex.EncodeToString(mac.Sum(nil))
+}
 
 // A real workflow_job "queued" delivery, trimmed of fields we do not read.
 const queuedPayload = `{
@@ -58,7 +73,7 @@ func (r *recorder) count() int {
 func newReceiver(t *testing.T, rec *recorder) *Receiver {
 	t.Helper()
 	r := &Receiver{
-		Secret: func(context.Context) ([]byte, error) { return secret, nil },
+		Secret: anyScope,
 		Handle: rec.handle, Log: logr.Discard(), MaxBodyBytes: 64 << 10,
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -71,6 +86,7 @@ func deliver(r http.Handler, event, delivery string, body []byte, sig string) *h
 	req := httptest.NewRequest(http.MethodPost, Path, bytes.NewReader(body))
 	req.Header.Set("X-GitHub-Event", event)
 	req.Header.Set("X-GitHub-Delivery", delivery)
+	req.Header.Set("Content-Type", "application/json")
 	if sig != "" {
 		req.Header.Set("X-Hub-Signature-256", sig)
 	}
@@ -145,7 +161,7 @@ func TestRotatedSecretIsUsed(t *testing.T) {
 	var mu sync.Mutex
 	current := []byte("old")
 	r := &Receiver{
-		Secret: func(context.Context) ([]byte, error) { mu.Lock(); defer mu.Unlock(); return current, nil },
+		Secret: func(context.Context, Scope) ([]byte, error) { mu.Lock(); defer mu.Unlock(); return current, nil },
 		Handle: rec.handle, Log: logr.Discard(),
 	}
 	body := []byte(queuedPayload)
@@ -172,7 +188,7 @@ func FuzzReceiver(f *testing.F) {
 	f.Add("workflow_job", []byte(`{"workflow_job":{"id":-1}}`), true)
 	f.Add("workflow_job", []byte("\x00\xff"), true)
 	rec := &recorder{}
-	r := &Receiver{Secret: func(context.Context) ([]byte, error) { return secret, nil }, Handle: rec.handle, Log: logr.Discard(), MaxBodyBytes: 1 << 16}
+	r := &Receiver{Secret: anyScope, Handle: rec.handle, Log: logr.Discard(), MaxBodyBytes: 1 << 16}
 	f.Fuzz(func(t *testing.T, event string, body []byte, signed bool) {
 		sig := "sha256=00"
 		if signed {
@@ -191,7 +207,12 @@ func FuzzParseWorkflowJob(f *testing.F) {
 	f.Add([]byte(`{"workflow_job":{"id":1},"repository":{"name":"r","full_name":"o/r"}}`))
 	f.Add([]byte(`null`))
 	f.Fuzz(func(t *testing.T, body []byte) {
-		j, err := ParseWorkflowJob(body)
+		ev, err := gogithub.ParseWebHook("workflow_job", body)
+		if err != nil {
+			return
+		}
+		wj, _ := ev.(*gogithub.WorkflowJobEvent)
+		j, err := toJobEvent(wj)
 		if err != nil {
 			return
 		}
@@ -208,7 +229,7 @@ func TestUnrecordedDeliveryIsRefusedAndRedeliverable(t *testing.T) {
 	fail := true
 	var mu sync.Mutex
 	r := &Receiver{
-		Secret: func(context.Context) ([]byte, error) { return secret, nil },
+		Secret: anyScope,
 		Handle: func(ctx context.Context, j github.JobEvent) error {
 			mu.Lock()
 			defer mu.Unlock()
@@ -251,7 +272,7 @@ func TestGracefulShutdownFinishesDeliveriesInFlight(t *testing.T) {
 	var recorded atomic.Bool
 	r := &Receiver{
 		Addr:   addr,
-		Secret: func(context.Context) ([]byte, error) { return secret, nil },
+		Secret: anyScope,
 		Handle: func(ctx context.Context, _ github.JobEvent) error {
 			close(entered)
 			<-release
@@ -279,6 +300,7 @@ func TestGracefulShutdownFinishesDeliveriesInFlight(t *testing.T) {
 		req, _ := http.NewRequest(http.MethodPost, "http://"+addr+Path, bytes.NewReader(body))
 		req.Header.Set("X-GitHub-Event", "workflow_job")
 		req.Header.Set("X-GitHub-Delivery", "g-1")
+		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("X-Hub-Signature-256", Sign(secret, body))
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
