@@ -119,6 +119,12 @@ func TestRedeliveredAndForgedDeliveries(t *testing.T) {
 	kv.HangAllScheduling(true) // runners never come up: the demand stays visible
 	defer kv.HangAllScheduling(false)
 	l.pool("redeliver")
+	// A pool takes a scope's deliveries once its credentials were seen to
+	// reach it; one delivered before then is left to the poll.
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		p := l.get("redeliver")
+		return p.Status.ReachedScope != "", describe(p)
+	})
 	id, err := gh.QueueJob(repo, []string{"self-hosted", "redeliver"})
 	if err != nil {
 		t.Fatal(err)
@@ -146,6 +152,7 @@ func TestRedeliveredAndForgedDeliveries(t *testing.T) {
 	req, _ := http.NewRequest(http.MethodPost, webhookURL, bytes.NewReader(body))
 	req.Header.Set("X-GitHub-Event", "workflow_job")
 	req.Header.Set("X-GitHub-Delivery", "forged-1")
+	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Hub-Signature-256", githubsim.Sign("not-the-secret", body))
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
