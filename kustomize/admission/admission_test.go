@@ -77,30 +77,26 @@ func TestWorkloadsNeedTheRightToMakePods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	performer := func(ns, name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
+	hourglass := func(kind, ns, name string, spec map[string]any) *unstructured.Unstructured {
+		u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
 		u.SetAPIVersion("hourglass.eigenlayer.io/v1alpha1")
-		u.SetKind("Performer")
+		u.SetKind(kind)
 		u.SetNamespace(ns)
 		u.SetName(name)
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{
-			"avsAddress": "0x4444444444444444444444444444444444444444", "image": "performer", "version": "v1",
-		}, "spec")
 		return u
 	}
+	performer := func(ns, name string) *unstructured.Unstructured {
+		return hourglass("Performer", ns, name, map[string]any{
+			"avsAddress": "0x4444444444444444444444444444444444444444", "image": "performer", "version": "v1",
+		})
+	}
 	executor := func(ns, name string) *unstructured.Unstructured {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion("hourglass.eigenlayer.io/v1alpha1")
-		u.SetKind("HourglassExecutor")
-		u.SetNamespace(ns)
-		u.SetName(name)
-		_ = unstructured.SetNestedMap(u.Object, map[string]any{
+		return hourglass("HourglassExecutor", ns, name, map[string]any{
 			"image": "executor:v1", "aggregatorEndpoint": "agg:9000",
 			"operatorKeys": map[string]any{"secretRef": map[string]any{"name": "keys"}},
 			"chains": []any{map[string]any{"name": "ethereum", "chainId": int64(1), "rpcURL": "https://eth",
 				"taskMailboxAddress": "0x2222222222222222222222222222222222222222"}},
-		}, "spec")
-		return u
+		})
 	}
 
 	narrow := testenv.Namespace(t)

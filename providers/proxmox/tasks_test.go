@@ -184,15 +184,7 @@ func TestRunningCloneListedRUNNINGIsNotFailed(t *testing.T) {
 // user with the token name apart, and a userfilter naming the whole token
 // would hide it.
 func TestFinishedTokenCloneSeenThroughTheNodeListing(t *testing.T) {
-	f := &pveTasks{}
-	task := f.add(&pveTask{node: "pve1", typ: "qmclone", id: "9000", user: "root@pam!hyperfleet", start: time.Now(), running: true})
-	p := pveProvider(t, f, nil)
-	p.watch(100320, "Clone", &proxmox.Task{UPID: proxmox.UPID(task.upid()), Node: "pve1"}, providers.Owner{UID: "u1"})
-	f.end(task, "clone failed: storage full")
-	p.pollNode("pve1")
-	if _, busy := p.pending(100320); busy {
-		t.Fatal("the token's archived clone was not seen in the node's listing")
-	}
+	p, _ := tokenCloneEnded(t, 100320, "clone failed: storage full")
 	var tr *providers.TransientError
 	if err := p.taskError(context.Background(), 100320); !errors.As(err, &tr) || tr.Reason != "CloneFailed" || !strings.Contains(err.Error(), "storage full") {
 		t.Fatalf("taskError = %v, want CloneFailed with Proxmox's exit status", err)
@@ -202,20 +194,12 @@ func TestFinishedTokenCloneSeenThroughTheNodeListing(t *testing.T) {
 // "WARNINGS: <n>" is a success (pve-common PVE::UPID::status_is_error): the
 // machine moves on, and the warning is surfaced once.
 func TestWarningsIsSuccess(t *testing.T) {
-	f := &pveTasks{}
-	task := f.add(&pveTask{node: "pve1", typ: "qmclone", id: "9000", user: "root@pam!hyperfleet", start: time.Now(), running: true})
-	p := pveProvider(t, f, nil)
-	p.watch(100330, "Clone", &proxmox.Task{UPID: proxmox.UPID(task.upid()), Node: "pve1"}, providers.Owner{UID: "u1"})
-	f.end(task, "WARNINGS: 1")
-	p.pollNode("pve1")
-	if _, busy := p.pending(100330); busy {
-		t.Fatal("the clone's end was not seen")
-	}
+	p, upid := tokenCloneEnded(t, 100330, "WARNINGS: 1")
 	if err := p.taskError(context.Background(), 100330); err != nil {
 		t.Fatalf("a clone that ended with WARNINGS: 1 = %v, want success", err)
 	}
 	w := p.taskWarnings(100330)
-	if len(w) != 1 || !strings.Contains(w[0], "warnings: 1") || !strings.Contains(w[0], task.upid()) {
+	if len(w) != 1 || !strings.Contains(w[0], "warnings: 1") || !strings.Contains(w[0], upid) {
 		t.Fatalf("warnings = %q", w)
 	}
 	if again := p.taskWarnings(100330); len(again) != 0 {
@@ -231,4 +215,21 @@ func TestWarningsIsSuccess(t *testing.T) {
 			t.Errorf("%q is a success", exit)
 		}
 	}
+}
+
+// tokenCloneEnded is a provider that watched a clone started with the API
+// token into vmid, which then ended with status and was seen to end through
+// the node's task listing; and the task's UPID.
+func tokenCloneEnded(t *testing.T, vmid int, status string) (*Provider, string) {
+	t.Helper()
+	f := &pveTasks{}
+	task := f.add(&pveTask{node: "pve1", typ: "qmclone", id: "9000", user: "root@pam!hyperfleet", start: time.Now(), running: true})
+	p := pveProvider(t, f, nil)
+	p.watch(vmid, "Clone", &proxmox.Task{UPID: proxmox.UPID(task.upid()), Node: "pve1"}, providers.Owner{UID: "u1"})
+	f.end(task, status)
+	p.pollNode("pve1")
+	if _, busy := p.pending(vmid); busy {
+		t.Fatalf("the clone that ended %q was not seen in the node's listing", status)
+	}
+	return p, task.upid()
 }
