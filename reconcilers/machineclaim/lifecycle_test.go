@@ -9,15 +9,19 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"
 )
 
 // The whole lifecycle: Pending → Provisioning → Running → Ready, then the
@@ -145,6 +149,33 @@ func TestFailedCloneTaskIsRetried(t *testing.T) {
 	}
 	l.claim("retried")
 	l.waitPhase("retried", hypervisorv1alpha1.MachineReady, time.Minute)
+}
+
+// A clone task that ends "WARNINGS: 1" is a success: the claim turns Ready
+// on its first clone, and a Warning event says what Proxmox warned about.
+func TestCloneWithWarningsIsReadyAndSaysSo(t *testing.T) {
+	l := newLab(t)
+	if err := l.Sim.InjectFault(proxmoxsim.Fault{Path: `/clone$`, Action: proxmoxsim.FaultTaskWarnings, Times: 1}); err != nil {
+		t.Fatal(err)
+	}
+	l.claim("warned")
+	l.waitPhase("warned", hypervisorv1alpha1.MachineReady, time.Minute)
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		var list eventsv1.EventList
+		if err := l.C.List(context.Background(), &list, client.InNamespace(l.NS)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range list.Items {
+			if e.Regarding.Name == "warned" && e.Reason == machineclaim.ReasonTaskWarnings && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(strings.ToLower(e.Note), "warnings: 1") {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no %s event among %d", machineclaim.ReasonTaskWarnings, len(list.Items))
+	})
+	if vms := l.OwnedVMs(); len(vms) != 1 {
+		t.Errorf("%d VMs for one claim whose clone warned; want 1", len(vms))
+	}
 }
 
 // 50 claims at once, with Proxmox's storage lock in play: all Ready, one VM

@@ -307,6 +307,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		return r.providerError(s, err)
 	}
 	r.backoff.reset(c.UID)
+	r.taskWarnings(c, m)
 	if m.Created {
 		for _, n := range m.Notices {
 			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "TemplateAdjusted", "Provision", "%s", n)
@@ -337,7 +338,21 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (skeleton.Result, er
 	if err != nil {
 		return r.providerError(s, err)
 	}
+	r.taskWarnings(c, m)
 	return r.evaluate(ctx, s, m)
+}
+
+// ReasonTaskWarnings is the event of a hypervisor task that succeeded with
+// warnings (Proxmox's "WARNINGS: <n>"): the machine goes on, and whoever
+// looks at the claim learns the hypervisor had something to say.
+const ReasonTaskWarnings = "HypervisorTaskWarnings"
+
+// taskWarnings records, as events, the warnings the provider hands over
+// once each (providers.Machine.Warnings).
+func (r *Reconciler) taskWarnings(c *hypervisorv1alpha1.MachineClaim, m providers.Machine) {
+	for _, w := range m.Warnings {
+		r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonTaskWarnings, "Observe", "%s", w)
+	}
 }
 
 // evaluate decides from an observed, provisioned machine.
