@@ -56,7 +56,11 @@ func (d deadlineConn) Invoke(ctx context.Context, method string, args, reply any
 	callCtx, cancel := context.WithTimeout(ctx, d.timeout)
 	defer cancel()
 	err := d.ClientConnInterface.Invoke(callCtx, method, args, reply, opts...)
-	if err != nil && ctx.Err() == nil && errors.Is(callCtx.Err(), context.DeadlineExceeded) {
+	// The deadline travels to the server too (grpc-timeout), and a server
+	// that honours it may end the call a moment before the client's own
+	// timer fires: either way the call ran out of this call's time, not the
+	// caller's.
+	if err != nil && ctx.Err() == nil && (errors.Is(callCtx.Err(), context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded) {
 		return status.Errorf(codes.DeadlineExceeded, "the SPIRE server did not answer %s within %s", method, d.timeout)
 	}
 	return err
