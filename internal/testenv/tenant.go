@@ -18,7 +18,12 @@ import (
 // TenantGroup is the group every tenant user of the tests belongs to.
 const TenantGroup = "hyperfleet:tenants"
 
-var tenantRolesOnce sync.Once
+var (
+	tenantRolesOnce sync.Once
+	// tenantRolesErr is kept for every later caller: a failed install must
+	// fail each test that needs the roles, not only the first.
+	tenantRolesErr error
+)
 
 // TenantUser is the name of the tenant user of namespace ns.
 func TenantUser(ns string) string { return "tenant:" + ns }
@@ -31,22 +36,21 @@ func TenantUser(ns string) string { return "tenant:" + ns }
 func Tenant(t testing.TB, ns string, extra ...rbacv1.PolicyRule) client.Client {
 	t.Helper()
 	ctx := context.Background()
-	var installErr error
 	tenantRolesOnce.Do(func() {
 		roles, err := rbac.TenantRoles()
 		if err != nil {
-			installErr = err
+			tenantRolesErr = err
 			return
 		}
 		for _, r := range roles {
 			if err := k8sClient.Create(ctx, r); err != nil && !apierrors.IsAlreadyExists(err) {
-				installErr = fmt.Errorf("creating ClusterRole %s: %w", r.Name, err)
+				tenantRolesErr = fmt.Errorf("creating ClusterRole %s: %w", r.Name, err)
 				return
 			}
 		}
 	})
-	if installErr != nil {
-		t.Fatal(installErr)
+	if tenantRolesErr != nil {
+		t.Fatal(tenantRolesErr)
 	}
 	user := TenantUser(ns)
 	rules := append([]rbacv1.PolicyRule{{

@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 )
@@ -252,7 +253,7 @@ func madeForClaim(secret *corev1.Secret, claim client.Object) error {
 		return fmt.Errorf("was made by HyperFleet for the MachineClaim %s", forClaim)
 	}
 	owner := metav1.GetControllerOf(secret)
-	if owner == nil || !strings.HasPrefix(owner.APIVersion, hyperfleetGroup+"/") {
+	if owner == nil || !strings.HasPrefix(owner.APIVersion, hypervisorv1alpha1.GroupVersion.Group+"/") {
 		return nil
 	}
 	switch {
@@ -266,7 +267,3 @@ func madeForClaim(secret *corev1.Secret, claim client.Object) error {
 	}
 	return fmt.Errorf("was made by HyperFleet for %s %s", owner.Kind, owner.Name)
 }
-
-// hyperfleetGroup is the API group of the kinds whose Secrets the operator
-// makes.
-const hyperfleetGroup = "hypervisor.hyperfleet.io"
