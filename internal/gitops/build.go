@@ -22,6 +22,7 @@ const (
 	BaseDir       = "kustomize"
 	CRDDir        = "kustomize/crd"
 	MonitoringDir = "kustomize/components/monitoring"
+	NamespacedDir = "kustomize/components/namespaced"
 	ChartDir      = "charts/hyperfleet"
 	HealthScript  = "argocd/health.lua"
 	ArgoCDPatch   = "argocd/argocd-cm-patch.yaml"

@@ -14,8 +14,38 @@ import (
 
 type access struct {
 	verb, group, resource, namespace string
+	name                             string // one object's, when the rule may depend on it
 	path                             string // a non-resource URL instead
 	allowed                          bool
+}
+
+// checkAccess asks the API server's authorizer, as a SubjectAccessReview,
+// whether the ServiceAccount sa of the operator's namespace may do a.
+func checkAccess(ctx context.Context, t *testing.T, sa string, a access) {
+	t.Helper()
+	ns := gitops.Namespace
+	sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:   "system:serviceaccount:" + ns + ":" + sa,
+		Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+	}}
+	what := a.path
+	if a.path != "" {
+		sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Verb: a.verb, Path: a.path}
+	} else {
+		sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
+			Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace, Name: a.name,
+		}
+		what = a.resource + "." + a.group + " " + a.name + " in " + a.namespace
+		if a.namespace == "" {
+			what = a.resource + "." + a.group + " cluster-wide"
+		}
+	}
+	if err := testenv.Client().Create(ctx, sar); err != nil {
+		t.Fatal(err)
+	}
+	if sar.Status.Allowed != a.allowed {
+		t.Errorf("%s may %s %s: %v, want %v (%s)", sa, a.verb, what, sar.Status.Allowed, a.allowed, sar.Status.Reason)
+	}
 }
 
 // The RBAC of the base and the monitoring component, applied to a real API
@@ -81,8 +111,11 @@ func TestRBACGrantsWhatIsNeeded(t *testing.T) {
 		{verb: "escalate", group: "rbac.authorization.k8s.io", resource: "clusterroles", allowed: false},
 		// A cluster's finalizer and held-Secrets annotation are merge patches.
 		{verb: "patch", group: "hypervisor.hyperfleet.io", resource: "hypervisorclusters", allowed: true},
-		// The default installation id is the operator namespace's UID.
-		{verb: "get", resource: "namespaces", allowed: true},
+		// The default installation id is the operator namespace's UID: that
+		// namespace may be read, no other.
+		{verb: "get", resource: "namespaces", namespace: ns, name: ns, allowed: true},
+		{verb: "get", resource: "namespaces", namespace: "default", name: "default", allowed: false},
+		{verb: "list", resource: "namespaces", allowed: false},
 		// Not more.
 		{verb: "update", group: "hypervisor.hyperfleet.io", resource: "hypervisorclusters", allowed: false},
 		{verb: "delete", resource: "namespaces", allowed: false},
@@ -96,30 +129,8 @@ func TestRBACGrantsWhatIsNeeded(t *testing.T) {
 		{verb: "list", group: "hypervisor.hyperfleet.io", resource: "machineclaims", allowed: false},
 	}
 	for sa, checks := range map[string][]access{"hyperfleet-manager": manager, "hyperfleet-metrics-scraper": scraper} {
-		user := "system:serviceaccount:" + ns + ":" + sa
 		for _, a := range checks {
-			sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-				User:   user,
-				Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
-			}}
-			what := a.path
-			if a.path != "" {
-				sar.Spec.NonResourceAttributes = &authorizationv1.NonResourceAttributes{Verb: a.verb, Path: a.path}
-			} else {
-				sar.Spec.ResourceAttributes = &authorizationv1.ResourceAttributes{
-					Verb: a.verb, Group: a.group, Resource: a.resource, Namespace: a.namespace,
-				}
-				what = a.resource + "." + a.group + " in " + a.namespace
-				if a.namespace == "" {
-					what = a.resource + "." + a.group + " cluster-wide"
-				}
-			}
-			if err := c.Create(ctx, sar); err != nil {
-				t.Fatal(err)
-			}
-			if sar.Status.Allowed != a.allowed {
-				t.Errorf("%s may %s %s: %v, want %v (%s)", sa, a.verb, what, sar.Status.Allowed, a.allowed, sar.Status.Reason)
-			}
+			checkAccess(ctx, t, sa, a)
 		}
 	}
 }

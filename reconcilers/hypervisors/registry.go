@@ -25,8 +25,10 @@ import (
 )
 
 // The default installation id (internal/manager) is the UID of the
-// operator's own namespace, read once at start.
-// +kubebuilder:rbac:groups="",resources=namespaces,verbs=get
+// operator's own namespace, read once at start. The API server authorizes a
+// namespace's GET in that namespace, so the namespaced Role grants it and
+// no other namespace can be read.
+// +kubebuilder:rbac:groups="",namespace=hyperfleet-system,resources=namespaces,verbs=get
 
 // Credentials is what a factory gets besides the cluster: the Secret's data
 // (nil when the cluster names none) and the CA bundle (nil for system roots).
