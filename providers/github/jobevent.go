@@ -1,5 +1,10 @@
 package github
 
+import (
+	"net/url"
+	"strings"
+)
+
 // JobAction is how far a workflow job has come, as a workflow_job webhook
 // delivery's action says it.
 type JobAction string
@@ -29,6 +34,32 @@ type JobEvent struct {
 	// Owner and Repository name the repository; Organization is set when the
 	// repository belongs to an organization.
 	Owner, Repository, Organization string
+	// Host is the API host of the GitHub the job is on (APIHost): read from
+	// the signed payload's repository URL for a delivery, the polled API's
+	// for a listed job. Empty means github.com.
+	Host string
+}
+
+// PublicAPIHost is github.com's API host.
+const PublicAPIHost = "api.github.com"
+
+// APIHost is the host (and port) of an API root URL, lower case:
+// api.github.com for an empty one. Two pools with the same owner and
+// repository on two GitHubs are two scopes.
+func APIHost(apiURL string) string {
+	u, err := url.Parse(normalizeBaseURL(apiURL))
+	if err != nil || u.Host == "" {
+		return strings.ToLower(strings.TrimSpace(apiURL))
+	}
+	return strings.ToLower(u.Host)
+}
+
+// JobHost is the job's API host, api.github.com when it has none.
+func (j JobEvent) JobHost() string {
+	if j.Host == "" {
+		return PublicAPIHost
+	}
+	return strings.ToLower(j.Host)
 }
 
 // Event is a listed job as the demand it stands for: the workflow_job

@@ -92,6 +92,8 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 	changes := 0
 	for _, j := range jobs {
 		ev := j.Event()
+		// Listed by this pool's client: on its GitHub.
+		ev.Host = github.APIHost(s.pool.Spec.GitHub.APIURL)
 		if s.gscope.Organization != "" {
 			ev.Organization = s.gscope.Organization
 		}

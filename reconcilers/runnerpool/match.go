@@ -47,6 +47,9 @@ func labelsCover(have, want []string) bool {
 // serve: the pool's repository, or any repository of the pool's organization.
 func inScope(pool *hypervisorv1alpha1.RunnerPool, job github.JobEvent) bool {
 	g := pool.Spec.GitHub
+	if github.APIHost(g.APIURL) != job.JobHost() {
+		return false
+	}
 	if g.Repository != "" {
 		return strings.EqualFold(g.Owner, job.Owner) && strings.EqualFold(g.Repository, job.Repository)
 	}
@@ -56,12 +59,19 @@ func inScope(pool *hypervisorv1alpha1.RunnerPool, job github.JobEvent) bool {
 // scopeKey names the GitHub scope a pool's spec asks for, as recorded in
 // status.reachedScope: "owner/repository" for a repository pool, the
 // organization otherwise; lower case, as GitHub compares logins and names.
+// On an Enterprise Server the API host comes first ("ghe.example.com/acme"):
+// reaching a repository on a server the tenant runs proves nothing about
+// the repository of the same name on github.com.
 func scopeKey(pool *hypervisorv1alpha1.RunnerPool) string {
 	g := pool.Spec.GitHub
+	key := strings.ToLower(g.Organization)
 	if g.Repository != "" {
-		return strings.ToLower(g.Owner + "/" + g.Repository)
+		key = strings.ToLower(g.Owner + "/" + g.Repository)
 	}
-	return strings.ToLower(g.Organization)
+	if host := github.APIHost(g.APIURL); host != github.PublicAPIHost {
+		key = host + "/" + key
+	}
+	return key
 }
 
 // reachesScope reports whether the pool's own credentials were seen to

@@ -44,6 +44,39 @@ func TestMatchPoolOnlyPoolsThatReachedTheScope(t *testing.T) {
 	}
 }
 
+// A repository reached on an Enterprise Server (which a tenant may run
+// itself) is another scope than the repository of the same name on
+// github.com: the job says which GitHub it is on, from its signed payload
+// or the API that listed it, and only a pool on that GitHub takes it.
+func TestMatchPoolKeepsGitHubsApart(t *testing.T) {
+	public := testPool("team-b", "widgets", "acme", "widgets", "")
+	ghes := hypervisorv1alpha1.RunnerPool{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "widgets"},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{GitHub: hypervisorv1alpha1.GitHubRunnerScope{
+			Owner: "acme", Repository: "widgets", APIURL: "https://GHE.tenant.example/api/v3/"}},
+	}
+	ghes.Status.ReachedScope = scopeKey(&ghes)
+	if ghes.Status.ReachedScope != "ghe.tenant.example/acme/widgets" {
+		t.Fatalf("scope key %q, want the API host before the repository", ghes.Status.ReachedScope)
+	}
+	// A status written before the host was part of the key proves nothing
+	// about the Enterprise Server's repository.
+	stale := *ghes.DeepCopy()
+	stale.Namespace, stale.Status.ReachedScope = "team-0", "acme/widgets"
+	pools := []hypervisorv1alpha1.RunnerPool{stale, ghes, public}
+	for host, want := range map[string]string{"": "team-b", github.PublicAPIHost: "team-b", "ghe.tenant.example": "team-a", "other.example": ""} {
+		job := github.JobEvent{ID: 1, Owner: "acme", Repository: "widgets", Labels: []string{"self-hosted"}, Host: host}
+		p, ok := MatchPool(pools, job)
+		got := ""
+		if ok {
+			got = p.Namespace
+		}
+		if got != want {
+			t.Errorf("a job on %q went to %q, want %q", host, got, want)
+		}
+	}
+}
+
 func TestMatchPool(t *testing.T) {
 	pools := []hypervisorv1alpha1.RunnerPool{
 		testPool("ci", "org-general", "", "", "acme"),

@@ -215,7 +215,9 @@ type RunnerPoolStatus struct {
 	// +optional
 	LastScaleTime *metav1.Time `json:"lastScaleTime,omitempty"`
 	// ReachedScope is the GitHub scope ("owner/repository", or the
-	// organization) the pool's own credentials were last seen to reach: a
+	// organization; on an Enterprise Server prefixed by its API host, as in
+	// "ghe.example.com/owner/repository") the pool's own credentials were
+	// last seen to reach: a
 	// runner listing of that scope with them succeeded. Only a pool whose
 	// reachedScope is its spec's scope takes that scope's jobs, so a pool
 	// naming a repository its credentials cannot reach never takes the

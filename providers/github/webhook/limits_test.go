@@ -75,7 +75,8 @@ func TestRealDeliveryInBothEncodings(t *testing.T) {
 			}
 			j := rec.jobs[0]
 			if j.ID != 289782451 || j.RunID != 2202229078 || j.Action != github.JobQueued || j.Owner != "Octocoders" ||
-				j.Repository != "Hello-World" || strings.Join(j.Labels, ",") != "ubuntu-latest" || j.RunnerName != "GitHub Actions 5" {
+				j.Repository != "Hello-World" || strings.Join(j.Labels, ",") != "ubuntu-latest" || j.RunnerName != "GitHub Actions 5" ||
+				j.Host != github.PublicAPIHost {
 				t.Errorf("parsed job = %+v", j)
 			}
 		})

@@ -116,5 +116,10 @@ func toJobEvent(ev *gogithub.WorkflowJobEvent) (github.JobEvent, error) {
 			j.Owner = owner
 		}
 	}
+	// The repository's API URL is in the signed body (a header saying which
+	// Enterprise Server sent it is not): it says which GitHub the job is on.
+	if u, err := url.Parse(repo.GetURL()); err == nil && u.Host != "" {
+		j.Host = strings.ToLower(u.Host)
+	}
 	return j, nil
 }
