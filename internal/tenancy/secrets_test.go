@@ -29,6 +29,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/providers/spire/spirefake"
 )
@@ -67,10 +68,14 @@ func TestMain(m *testing.M) {
 		if err := hypervisorlab.InstallKubeVirt(context.Background()); err != nil {
 			return nil, err
 		}
+		if err := githubSim.Start(); err != nil {
+			return nil, err
+		}
 		mgr, err := manager.New(testenv.Config(), manager.Options{
 			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: hypervisorlab.OperatorNamespace,
 			ObserveInterval: time.Second, FinalizationTimeout: 8 * time.Second,
-			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate, manager.ControllerMachineClaim},
+			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate, manager.ControllerMachineClaim, manager.ControllerRunnerPool},
+			Runners:     manager.RunnerOptions{WebhookAddr: "0", GitHubTimeout: 5 * time.Second, SyncInterval: time.Second},
 			// Attesting templates mint join tokens on a fake SPIRE server:
 			// what is searched here is what the operator writes.
 			Attestation: manager.AttestationOptions{AdminSocket: "/run/spire/admin.sock", TrustDomain: trustDomain, EndpointAddr: "127.0.0.1:0", EndpointURL: "https://credentials.tenancy.example.org:9444",
@@ -79,9 +84,27 @@ func TestMain(m *testing.M) {
 		if err != nil {
 			return nil, err
 		}
-		return testenv.StartManager(mgr), nil
+		stop := testenv.StartManager(mgr)
+		return func() { stop(); githubSim.Close() }, nil
 	})
 }
+
+// echoGitHub is a hostile GitHub API: plain HTTP (which apiURL allows),
+// answering every request with status and GitHub's error shape whose
+// message is the request's Authorization header.
+func echoGitHub(t *testing.T, status int) *httptest.Server {
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json; charset=utf-8")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(map[string]string{"message": "Bad credentials: " + r.Header.Get("Authorization"),
+			"documentation_url": "https://docs.github.com/rest"})
+	}))
+	t.Cleanup(s.Close)
+	return s
+}
+
+// githubSim is the GitHub the pools' refused credentials are sent to.
+var githubSim = githubsim.New(githubsim.Options{Repositories: []string{"acme/widgets"}})
 
 // echo is a hostile server: it answers every request with an error whose
 // body is the request's credentials, as a tenant's endpoint may.
@@ -195,6 +218,31 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 				UserDataSecretRef: &meta.SecretKeyReference{Name: "userdata", Key: ref[1]}},
 		})
 	}
+	// RunnerPools: a token GitHub refuses, a token sent to an API that
+	// echoes it in its error message (refused, rejected as invalid, or a
+	// server error: the last two quote GitHub's message), and a GitHub App
+	// key that is not a key.
+	pool := func(name, secretName, apiURL string) {
+		create(&hypervisorv1alpha1.RunnerPool{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			Spec: hypervisorv1alpha1.RunnerPoolSpec{
+				TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}, MaxReplicas: 1, Labels: []string{name},
+				GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: "acme", Repository: "widgets",
+					CredentialsRef: meta.LocalObjectReference{Name: secretName}, APIURL: apiURL},
+			},
+		})
+	}
+	secret("gh-refused-token", map[string]string{"token": "ghp_" + marker("refused GitHub token")})
+	pool("gh-refused", "gh-refused-token", githubSim.URL()+"/")
+	echoPools := map[int]string{http.StatusUnauthorized: "gh-echo-401", http.StatusUnprocessableEntity: "gh-echo-422", http.StatusInternalServerError: "gh-echo-500"}
+	for status, name := range echoPools {
+		secret(name, map[string]string{"token": "ghp_" + marker(fmt.Sprintf("GitHub token echoed with %d", status))})
+		pool(name, name, echoGitHub(t, status).URL+"/")
+	}
+	secret("gh-bad-app", map[string]string{"appID": "1", "installationID": "2",
+		"privateKey": "-----BEGIN RSA PRIVATE KEY-----\n" + marker("GitHub App key") + "\n-----END RSA PRIVATE KEY-----\n"})
+	pool("gh-bad-app", "gh-bad-app", githubSim.URL()+"/")
+
 	// An unlabelled Secret a claim names anyway.
 	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}, StringData: map[string]string{"user-data": marker("unlabelled Secret")}})
 	create(&hypervisorv1alpha1.MachineClaim{
@@ -215,6 +263,17 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 				return false, fmt.Sprintf("HypervisorCluster %s: Ready %s %s, want False %s", name, ready.Status, ready.Reason, reason)
 			}
 			return true, ""
+		})
+	}
+	for _, name := range []string{"gh-refused", "gh-echo-401", "gh-echo-422", "gh-echo-500", "gh-bad-app"} {
+		p := &hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.NS}}
+		eventually.That(t, 60*time.Second, func() (bool, string) {
+			if err := l.C.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return false, err.Error()
+			}
+			ready := hypervisorlab.ReadyCondition(p.Status.Conditions)
+			return ready.Status == metav1.ConditionFalse && ready.Reason != "" && ready.Reason != meta.ProgressingReason,
+				fmt.Sprintf("RunnerPool %s: Ready %s %s %s", name, ready.Status, ready.Reason, ready.Message)
 		})
 	}
 	eventually.That(t, 60*time.Second, func() (bool, string) {
@@ -239,7 +298,7 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 			}
 		}
 	}
-	for _, list := range []client.ObjectList{&hypervisorv1alpha1.HypervisorClusterList{}, &hypervisorv1alpha1.MachineClaimList{}, &hypervisorv1alpha1.HypervisorMachineTemplateList{}, &corev1.EventList{}, &corev1.ConfigMapList{}} {
+	for _, list := range []client.ObjectList{&hypervisorv1alpha1.HypervisorClusterList{}, &hypervisorv1alpha1.MachineClaimList{}, &hypervisorv1alpha1.HypervisorMachineTemplateList{}, &hypervisorv1alpha1.RunnerPoolList{}, &hypervisorv1alpha1.RunnerJobList{}, &corev1.EventList{}, &corev1.ConfigMapList{}} {
 		if err := l.C.List(ctx, list); err != nil {
 			t.Fatal(err)
 		}
@@ -256,7 +315,7 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 	if len(where) > 0 {
 		t.Errorf("Secret bytes left their Secret: %s", strings.Join(where, "; "))
 	}
-	if len(markers) < 10 {
+	if len(markers) < 15 {
 		t.Fatalf("only %d markers planted", len(markers))
 	}
 }

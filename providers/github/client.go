@@ -72,7 +72,7 @@ func New(cfg Config) (*Client, error) {
 		c.owned = newTransport()
 		base = c.owned
 	}
-	sent := &instrumentedTransport{base: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}
+	sent := &instrumentedTransport{base: &providers.RedactingTransport{Base: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}}
 
 	var source tokenSource
 	switch c.kind {

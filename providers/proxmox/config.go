@@ -139,7 +139,7 @@ func newClient(cfg Config) (*proxmox.Client, error) {
 	httpClient := &http.Client{
 		Timeout: cfg.RequestTimeout,
 		Transport: &providers.InstrumentedTransport{Provider: "proxmox", Operation: operation,
-			Base: &providers.BoundedTransport{Base: base, MaxBody: cfg.MaxResponseBytes}},
+			Base: &providers.RedactingTransport{Base: &providers.BoundedTransport{Base: base, MaxBody: cfg.MaxResponseBytes}}},
 	}
 	opts := []proxmox.Option{proxmox.WithHTTPClient(httpClient), proxmox.WithUserAgent("hyperfleet")}
 	if cfg.TokenID != "" {

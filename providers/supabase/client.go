@@ -77,7 +77,7 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 	base.DialContext = (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
 	base.TLSHandshakeTimeout = providers.TLSHandshakeTimeout
 	base.ResponseHeaderTimeout = min(providers.DefaultResponseHeaderTimeout, timeout)
-	return &http.Client{Timeout: timeout, Transport: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}
+	return &http.Client{Timeout: timeout, Transport: &providers.RedactingTransport{Base: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}}
 }
 
 // Upsert writes rows into table, merging on the id column: PostgREST's
