@@ -243,6 +243,12 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 		"privateKey": "-----BEGIN RSA PRIVATE KEY-----\n" + marker("GitHub App key") + "\n-----END RSA PRIVATE KEY-----\n"})
 	pool("gh-bad-app", "gh-bad-app", githubSim.URL()+"/")
 
+	// A claim that attests: the join token minted for its machine is a
+	// credential until the machine uses it, and goes only into the
+	// machine's cloud-init Secret.
+	create(&hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-attested"},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "attested"}}})
+
 	// An unlabelled Secret a claim names anyway.
 	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}, StringData: map[string]string{"user-data": marker("unlabelled Secret")}})
 	create(&hypervisorv1alpha1.MachineClaim{
@@ -289,6 +295,13 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 		return true, ""
 	})
 	time.Sleep(3 * time.Second) // a few more reconciles, and their log lines
+	tokens := spireServer.MintedTokens()
+	if len(tokens) == 0 {
+		t.Fatal("no join token was minted for the attesting claim")
+	}
+	for i, tok := range tokens {
+		markers[fmt.Sprintf("join token %d", i)] = tok
+	}
 
 	var where []string
 	search := func(place string, text []byte) {

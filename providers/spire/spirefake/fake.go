@@ -30,6 +30,7 @@ type Server struct {
 
 	mu      sync.Mutex
 	tokens  map[string]time.Time // value → expiry
+	minted  []string             // every token ever made, used or not
 	entries map[string]spire.Entry
 	agents  map[string]spire.Agent // agent ID → agent
 	nextID  int
@@ -65,6 +66,14 @@ func (s *Server) Attest(token string) (string, error) {
 	a := spire.Agent{ID: id, ExpiresAt: s.now().Add(time.Hour)}
 	s.agents[id] = a
 	return id, nil
+}
+
+// MintedTokens are the values of every join token the server made, used
+// or not: what a test searches the operator's output for.
+func (s *Server) MintedTokens() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.minted)
 }
 
 // Client returns a spire.Server of installation on s.
@@ -119,6 +128,7 @@ func (c *Client) CreateJoinToken(_ context.Context, m spire.MachineID, ttl time.
 	// expiry inside; so does this.
 	expiry := c.s.now().Add(ttl.Truncate(time.Second))
 	c.s.tokens[value] = expiry
+	c.s.minted = append(c.s.minted, value)
 	c.s.nextID++
 	id := fmt.Sprintf("entry-%d", c.s.nextID)
 	c.s.entries[id] = spire.Entry{ID: id, SPIFFEID: m.String(), ParentID: agentID(c.s.TrustDomain, value), NodeAlias: true,
