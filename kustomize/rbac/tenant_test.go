@@ -88,11 +88,17 @@ func TestTenantReachesOnlyItsNamespace(t *testing.T) {
 		claim(other), secret(other), secret("kube-system"),
 		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: ns},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "busybox"}}}},
+		// Demand records are the operator's: a tenant cannot forge a job.
+		&hypervisorv1alpha1.RunnerJob{ObjectMeta: metav1.ObjectMeta{Name: "job-1", Namespace: ns}},
 	}
 	for _, o := range forbidden {
 		if err := tenant.Create(ctx, o); !apierrors.IsForbidden(err) {
 			t.Errorf("the tenant of %s created %T in %s (err %v)", ns, o, o.GetNamespace(), err)
 		}
+	}
+	// ... but reads its namespace's.
+	if err := tenant.List(ctx, &hypervisorv1alpha1.RunnerJobList{}, client.InNamespace(ns)); err != nil {
+		t.Errorf("the tenant of %s cannot read its RunnerJobs: %v", ns, err)
 	}
 	var list corev1.SecretList
 	if err := tenant.List(ctx, &list, client.InNamespace(other)); !apierrors.IsForbidden(err) {

@@ -57,7 +57,9 @@ func hungProxmox(t *testing.T) (endpoint string, caPEM []byte, held *atomic.Int6
 // may last — and A's cluster ends saying its endpoint timed out.
 func TestHungEndpointStallsOnlyItsNamespace(t *testing.T) {
 	endpoint, caPEM, held := hungProxmox(t)
-	a := &hypervisorlab.Lab{T: t, NS: testenv.Namespace(t), C: testenv.Client()}
+	// Namespace A is a tenant as the threat model has it (docs/security.md).
+	nsA := testenv.Namespace(t)
+	a := &hypervisorlab.Lab{T: t, NS: nsA, C: testenv.Tenant(t, nsA)}
 	a.Create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Labels: map[string]string{meta.CredentialsLabel: "true"}},
 		StringData: map[string]string{"tokenID": "hyperfleet@pve!a", "tokenSecret": "a-secret"},

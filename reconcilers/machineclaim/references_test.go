@@ -22,6 +22,7 @@ import (
 // reference in status, so it holds across restarts.
 func TestClaimGivesUpAfterThreeTakenReferences(t *testing.T) {
 	l := newLab(t)
+	l.AsTenant()
 	// The claim waits for its template, so its VMIDs can be taken first.
 	l.claim("crowded", func(mc *hypervisorv1alpha1.MachineClaim) { mc.Spec.TemplateRef.Name = "later" })
 	mc := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "crowded"}}

@@ -13,6 +13,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
 // A tenant's pool in another namespace that names the same repository, with
@@ -25,6 +26,8 @@ func TestPoolWithoutWorkingCredentialsTakesNoDemand(t *testing.T) {
 	const label = "tenant-demand"
 	owner := newLab(t)
 	intruder := newLab(t)
+	// The intruder acts as a tenant really is (docs/security.md).
+	intruder.c = testenv.Tenant(t, intruder.ns)
 	var s corev1.Secret
 	if err := intruder.c.Get(rootCtx, client.ObjectKey{Namespace: intruder.ns, Name: "github-pat"}, &s); err != nil {
 		t.Fatal(err)

@@ -245,6 +245,16 @@ func KubeVirt(t *testing.T) *Lab {
 	return l
 }
 
+// AsTenant makes the lab's client, for everything the test does from now
+// on, the tenant of its namespace as the threat model has it
+// (testenv.Tenant): a test of the tenant boundary creates its hostile
+// objects with no more rights than a tenant holds.
+func (l *Lab) AsTenant() *Lab {
+	l.T.Helper()
+	l.C = testenv.Tenant(l.T, l.NS)
+	return l
+}
+
 // UpdateToken writes secret as the token secret in the lab's credentials
 // Secret "pve-token", as an operator rotating the Proxmox token would.
 func (l *Lab) UpdateToken(secret string) {
