@@ -1,7 +1,6 @@
 package github
 
 import (
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -151,7 +150,7 @@ const MaxResponseBytes = 8 << 20
 func newTransport() *http.Transport {
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           providers.Dialer().DialContext,
 		TLSHandshakeTimeout:   providers.TLSHandshakeTimeout,
 		ResponseHeaderTimeout: providers.DefaultResponseHeaderTimeout,
 		ForceAttemptHTTP2:     true,

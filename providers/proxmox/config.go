@@ -6,7 +6,6 @@ package proxmox
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"net"
 	"net/http"
 	"time"
 
@@ -129,7 +128,7 @@ func newClient(cfg Config) (*proxmox.Client, error) {
 	tlsCfg.InsecureSkipVerify = cfg.InsecureSkipVerify
 	base := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           providers.Dialer().DialContext,
 		TLSClientConfig:       tlsCfg,
 		TLSHandshakeTimeout:   providers.TLSHandshakeTimeout,
 		ResponseHeaderTimeout: cfg.ResponseHeaderTimeout,

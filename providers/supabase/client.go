@@ -9,7 +9,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -74,7 +73,7 @@ func NewHTTPClient(timeout time.Duration) *http.Client {
 		timeout = providers.DefaultRequestTimeout
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
-	base.DialContext = (&net.Dialer{Timeout: providers.DialTimeout, KeepAlive: 30 * time.Second}).DialContext
+	base.DialContext = providers.Dialer().DialContext
 	base.TLSHandshakeTimeout = providers.TLSHandshakeTimeout
 	base.ResponseHeaderTimeout = min(providers.DefaultResponseHeaderTimeout, timeout)
 	return &http.Client{Timeout: timeout, Transport: &providers.RedactingTransport{Base: &providers.BoundedTransport{Base: base, MaxBody: MaxResponseBytes}}}

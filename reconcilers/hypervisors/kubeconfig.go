@@ -71,6 +71,8 @@ func RESTConfigFromInlineKubeconfig(data []byte) (*rest.Config, error) {
 	cfg := &rest.Config{
 		Host:    cluster.Server,
 		Timeout: RemoteTimeout,
+		// The tenant chose the server: no link-local (metadata) address.
+		Dial: providers.Dialer().DialContext,
 		TLSClientConfig: rest.TLSClientConfig{
 			CAData:     cluster.CertificateAuthorityData,
 			ServerName: cluster.TLSServerName,

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/kubernetes"
 )
 
 // A kubeconfig is tenant input: only inline credentials are taken, and a
@@ -61,5 +63,34 @@ contexts:
 	}
 	if cfg.BearerTokenFile != "" || cfg.CAFile != "" || cfg.CertFile != "" || cfg.KeyFile != "" || cfg.ExecProvider != nil || cfg.AuthProvider != nil {
 		t.Errorf("a file or plugin reached the client configuration: %+v", cfg)
+	}
+}
+
+// A remote cluster at the cloud metadata address is never contacted: the
+// client's dialer refuses link-local addresses, naming the address.
+func TestKubeconfigServerAtMetadataAddressIsRefused(t *testing.T) {
+	cfg, err := RESTConfigFromInlineKubeconfig([]byte(`apiVersion: v1
+kind: Config
+current-context: c
+contexts:
+- name: c
+  context: {cluster: k, user: u}
+clusters:
+- name: k
+  cluster: {server: "https://169.254.169.254:443", insecure-skip-tls-verify: true}
+users:
+- name: u
+  user: {token: t}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = cs.Discovery().ServerVersion()
+	if err == nil || !strings.Contains(err.Error(), "refusing to connect to 169.254.169.254:443") {
+		t.Errorf("a request to the metadata address: %v, want the dialer's refusal", err)
 	}
 }
