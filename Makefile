@@ -63,7 +63,7 @@ lint: ## golangci-lint with .golangci.yml (pinned; built by hack/lint.sh).
 ##@ Run
 .PHONY: dev
 dev: controlplane spire ## The embedded sandbox: control plane, CRDs, manager, samples, a SPIRE server the demo runners attest to.
-	HYPERFLEET_SPIRE_DIR="$$(hack/spire.sh --print-dir)" $(GO) run ./cmd/hyperfleet dev
+	HYPERFLEET_SPIRE_DIR="$$(hack/spire.sh --print-dir)" $(GO) run ./cmd/hyperfleet-dev
 
 .PHONY: run
 run: ## Run the manager against the current kubeconfig.

@@ -13,7 +13,7 @@
 #
 # Usage: hack/controlplane.sh [--cluster] [--print-dir]
 #   --cluster    also build the scheduler, the controller-manager and kwok
-#                (internal/testcluster, `hyperfleet dev`); the plain suites need
+#                (internal/testcluster, `hyperfleet-dev`); the plain suites need
 #                only the API server and etcd
 #   --print-dir  print only the directory holding the binaries (for KUBEBUILDER_ASSETS);
 #                with --cluster a second line names kwok's directory

@@ -48,6 +48,16 @@ if [ -n "$upward" ]; then
   exit 1
 fi
 
+# The product binary holds the product: no simulator, fake or test harness
+# reaches cmd/hyperfleet (the sandbox is cmd/hyperfleet-dev).
+harness='^github.com/hyperfleet/hyperfleet/(internal/(sim|sandbox|testenv|testcluster|controlplane|runnersim|eventually|bench|chaos)(/|$)|.*(sim|simkit|fake|spirelocal|swtpmlocal|spiretest)$)'
+lab="$(go list -deps ./cmd/hyperfleet | grep -E "$harness" || true)"
+if [ -n "$lab" ]; then
+  echo "verify: cmd/hyperfleet links simulators or test harnesses (move what needs them to cmd/hyperfleet-dev):" >&2
+  echo "$lab" >&2
+  exit 1
+fi
+
 # The README stays short and every relative link in it and docs/*.md reaches
 # a file, and a #anchor a heading (hack/mdlinks prints each file:line).
 if ! go run ./hack/mdlinks; then

@@ -1,4 +1,4 @@
-// Package samples embeds the sample manifests, so `hyperfleet dev` and the
+// Package samples embeds the sample manifests, so `hyperfleet-dev` and the
 // tests apply exactly the files users read.
 package samples
 

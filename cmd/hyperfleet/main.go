@@ -1,9 +1,11 @@
 // Command hyperfleet is the HyperFleet operator.
 //
 //	hyperfleet run      the manager, against a cluster (kubeconfig or in-cluster)
-//	hyperfleet dev      the embedded sandbox: a real control plane, the manager, the samples
 //	hyperfleet tpm-provision  on a hypervisor host: a DevID into a machine's TPM
 //	hyperfleet version  the build's version
+//
+// The sandbox is cmd/hyperfleet-dev (make dev): this binary holds the
+// product only.
 package main
 
 import (
@@ -29,8 +31,6 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"run", "Run the manager against a cluster (kubeconfig or in-cluster).", runManager},
-		{"dev", "Run the embedded sandbox: control plane, CRDs, manager and samples.", runDev},
-		{"enqueue-jobs", "Queue fake GitHub Actions jobs on the sandbox's simulated GitHub.", runEnqueue},
 		{"tpm-provision", "On a hypervisor host: put a DevID for a claim into its machine's TPM (attestation.method tpm).", runTPMProvision},
 		{"version", "Print the version.", runVersion},
 	}

@@ -14,12 +14,13 @@ func TestDispatch(t *testing.T) {
 		inStderr string
 	}{
 		{nil, 2, "", "Usage: hyperfleet <command>"},
-		{[]string{"help"}, 0, "", "dev      Run the embedded sandbox"},
+		{[]string{"help"}, 0, "", "run      Run the manager"},
+		// The sandbox is not in the product binary.
+		{[]string{"dev"}, 2, "", `unknown command "dev"`},
 		{[]string{"version"}, 0, "hyperfleet ", ""},
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{[]string{"run", "--log-level", "loud"}, 1, "", `hyperfleet run: --log-level="loud"`},
 		{[]string{"run", "extra"}, 1, "", `unexpected arguments ["extra"]`},
-		{[]string{"dev", "-h"}, 0, "", "-samples-namespace"},
 	}
 	for _, tc := range cases {
 		var stdout, stderr bytes.Buffer
@@ -38,7 +39,7 @@ func TestRunWithoutAClusterExplainsItself(t *testing.T) {
 	t.Setenv("HOME", t.TempDir())
 	var stdout, stderr bytes.Buffer
 	code := dispatch([]string{"run", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"}, &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), "try 'hyperfleet dev'") {
-		t.Fatalf("exit %d, stderr %q; want exit 1 pointing at hyperfleet dev", code, stderr.String())
+	if code != 1 || !strings.Contains(stderr.String(), "try 'make dev'") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 pointing at the sandbox", code, stderr.String())
 	}
 }

@@ -61,7 +61,7 @@ func restConfig(kubeconfig string) (*rest.Config, error) {
 		cfg, err = config.GetConfig()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("loading the cluster configuration: %w (pass --kubeconfig, set KUBECONFIG, or run in a cluster; no cluster? try 'hyperfleet dev')", err)
+		return nil, fmt.Errorf("loading the cluster configuration: %w (pass --kubeconfig, set KUBECONFIG, or run in a cluster; no cluster? try 'make dev', the sandbox)", err)
 	}
 	// The loaders disagree on the rate limit (clientcmd leaves client-go's
 	// 5 requests a second); manager.ClientConfig settles it for every path,

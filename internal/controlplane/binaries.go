@@ -1,6 +1,6 @@
 // Package controlplane starts a real kube-apiserver and etcd, built from Go
 // module sources by hack/controlplane.sh, for the test suites and the
-// `hyperfleet dev` sandbox.
+// `hyperfleet-dev` sandbox.
 package controlplane
 
 import (

@@ -61,7 +61,7 @@ func (r running) print(out io.Writer) {
 		try("kubectl get pods,endpointslices -o wide"+ns, "Performer Pods where their hardware is, and their endpoints")
 	}
 	if r.githubURL != "" {
-		try("hyperfleet enqueue-jobs --count 5", "queue GitHub jobs, then: kubectl get rp,mc -w"+ns)
+		try("go run ./cmd/hyperfleet-dev enqueue-jobs --count 5", "queue GitHub jobs, then: kubectl get rp,mc -w"+ns)
 	}
 	if r.kubevirt {
 		try("kubectl edit cm -n "+o.Manager.OperatorNamespace+" cyberdesk-vm-template", "changes the next desktops")

@@ -11,7 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/samples"
 )
 
-// The simulators' addresses as the samples write them: `hyperfleet dev`'s
+// The simulators' addresses as the samples write them: `hyperfleet-dev`'s
 // default --proxmox-sim-address and --github-sim-address. The samples say
 // these literally so a reader sees where they point; a sandbox whose
 // simulators listen elsewhere (another flag, a test's free port) writes the
@@ -19,7 +19,7 @@ import (
 const (
 	sampleProxmoxEndpoint = "https://127.0.0.1:8006/api2/json"
 	sampleGitHubAPIURL    = "http://127.0.0.1:8090/"
-	// sampleSPIREAddress is `hyperfleet dev`'s default --spire-address.
+	// sampleSPIREAddress is `hyperfleet-dev`'s default --spire-address.
 	sampleSPIREAddress = "127.0.0.1:18081"
 )
 

@@ -1,4 +1,4 @@
-// Package sandbox is `hyperfleet dev`: a real kube-apiserver and etcd with the
+// Package sandbox is `hyperfleet-dev`: a real kube-apiserver and etcd with the
 // HyperFleet CRDs, the manager running in-process against them, and the
 // samples applied, for a machine with no cluster at hand.
 package sandbox
@@ -66,7 +66,7 @@ type Options struct {
 	GitHubAddr string
 	// SPIREAddr is where the SPIRE server the demo runner pool's machines
 	// attest to listens (127.0.0.1:port; the sample template names
-	// `hyperfleet dev`'s default); it runs with the GitHub simulator.
+	// `hyperfleet-dev`'s default); it runs with the GitHub simulator.
 	SPIREAddr string
 
 	// NoCluster leaves out the scheduler, the controller-manager and KWOK's

@@ -54,7 +54,7 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
-// docs/sandbox.md's promise: `hyperfleet dev` says what it runs, answers kubectl
+// docs/sandbox.md's promise: `hyperfleet-dev` says what it runs, answers kubectl
 // through the kubeconfig it prints, every sample (pointed at the simulators)
 // and demo claim turns Ready, the nodes and the Performers' endpoints are
 // there, queued GitHub jobs are run by runners that attested through a
@@ -186,7 +186,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-runners"}, pool)
 		return err == nil && pool.Status.IdleReplicas >= 1, fmt.Sprintf("the sample RunnerPool has no idle runner: %v %+v", err, pool.Status)
 	})
-	// Jobs as `hyperfleet enqueue-jobs --count 3` queues them: more than the
+	// Jobs as `hyperfleet-dev enqueue-jobs --count 3` queues them: more than the
 	// idle runner, so the pool scales up and new machines attest too.
 	const jobs = 3
 	for range jobs {

@@ -18,7 +18,7 @@ import (
 //
 //	func TestMain(m *testing.M) { testenv.MainWith(m, testcluster.Around(testenv.Config, setup)) }
 //
-// It takes the config rather than importing testenv, so `hyperfleet dev`
+// It takes the config rather than importing testenv, so `hyperfleet-dev`
 // can use this package without linking the test helpers.
 func Around(config func() *rest.Config, setup func() (teardown func(), err error)) func() (func(), error) {
 	return func() (func(), error) {

@@ -1,5 +1,5 @@
 // Package crd embeds the generated CustomResourceDefinitions, so the test
-// suites and `hyperfleet dev` install exactly what kustomize/ ships.
+// suites and `hyperfleet-dev` install exactly what kustomize/ ships.
 package crd
 
 import (

@@ -10,7 +10,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
-// The real-world examples `hyperfleet dev` does not apply (they need a real
+// The real-world examples `hyperfleet-dev` does not apply (they need a real
 // Proxmox or GitHub App) are what GitOps users copy, so the real API server's
 // schema and CEL rules check them as they do the samples.
 func TestEveryExampleIsAccepted(t *testing.T) {

@@ -573,7 +573,7 @@ func apimetaTrue(p *hourglassv1alpha1.Performer, t string) bool {
 	return findCondition(p, t).Status == metav1.ConditionTrue
 }
 
-// The Hourglass samples `hyperfleet dev` applies are accepted by the API
+// The Hourglass samples `hyperfleet-dev` applies are accepted by the API
 // server and each Performer among them is placed on a node that fits it
 // (the GPU one on the GPU node, the SGX one on the SGX node, the
 // Bottlerocket one on the Bottlerocket node) and serves.

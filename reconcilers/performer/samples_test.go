@@ -11,7 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/samples"
 )
 
-// The sample Performers `hyperfleet dev` applies place as their comments say
+// The sample Performers `hyperfleet-dev` applies place as their comments say
 // with the built-in table, without a conflict.
 func TestSamplesPlace(t *testing.T) {
 	files, _, err := samples.Files()

@@ -12,7 +12,7 @@ import (
 // Control endpoints under /_sim/, for what GitHub's REST API does not cover:
 // the runner application's own calls (made by the bootstrap agent's fake
 // config.sh and run.sh, which cannot link this package) and driving the
-// simulation from outside the process (`hyperfleet dev`, curl). Bodies and
+// simulation from outside the process (`hyperfleet-dev`, curl). Bodies and
 // answers are JSON; errors are {"message": "..."} with GitHub's status.
 const (
 	// SimRegister is config.sh: a RegisterRequest; answers 201 with the Runner.

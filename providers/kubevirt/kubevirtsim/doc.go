@@ -1,6 +1,6 @@
 // Package kubevirtsim plays KubeVirt's control plane against a real API
 // server, so the operator's KubeVirt provider, the Cyberdesk reconciler, the
-// benchmark and `hyperfleet dev` run end to end without nodes, libvirt or a
+// benchmark and `hyperfleet-dev` run end to end without nodes, libvirt or a
 // KubeVirt install.
 //
 // CRDs and Install put the kubevirt.io/v1 VirtualMachine and

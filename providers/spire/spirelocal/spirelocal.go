@@ -1,7 +1,7 @@
 // Package spirelocal runs a real spire-server (and spire-agents) as child
 // processes on this machine, from the binaries hack/spire.sh builds (`make
 // spire`): the sqlite datastore, the join_token node attestor, the memory key
-// manager, the agent API on 127.0.0.1. The sandbox (`hyperfleet dev`) runs
+// manager, the agent API on 127.0.0.1. The sandbox (`hyperfleet-dev`) runs
 // one for its attesting runners; spiretest wraps it for tests.
 package spirelocal
 

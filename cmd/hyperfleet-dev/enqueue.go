@@ -15,9 +15,9 @@ import (
 // which delivers them to the manager as workflow_job webhooks: the demo
 // RunnerPool scales up, its runners take the jobs and go away.
 func runEnqueue(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hyperfleet enqueue-jobs", flag.ContinueOnError)
+	fs := flag.NewFlagSet("hyperfleet-dev enqueue-jobs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	sim := fs.String("github-sim", "http://127.0.0.1:8090", "URL of the sandbox's GitHub simulator (hyperfleet dev --github-sim-address).")
+	sim := fs.String("github-sim", "http://127.0.0.1:8090", "URL of the sandbox's GitHub simulator (hyperfleet-dev --github-sim-address).")
 	repo := fs.String("repo", "acme/widgets", "Repository (owner/name) the jobs belong to.")
 	labels := fs.String("labels", "self-hosted,linux,x64,sandbox", "Comma-separated runs-on labels of the jobs; the demo pool serves \"sandbox\".")
 	count := fs.Int("count", 1, "How many jobs to queue.")
@@ -36,7 +36,7 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 		body, _ := json.Marshal(map[string]any{"repo": *repo, "labels": strings.Split(*labels, ","), "duration": duration.String()})
 		res, err := hc.Post(strings.TrimRight(*sim, "/")+"/_sim/jobs", "application/json", bytes.NewReader(body))
 		if err != nil {
-			return fmt.Errorf("queueing job %d: %w (is `hyperfleet dev` running?)", i+1, err)
+			return fmt.Errorf("queueing job %d: %w (is `make dev` running?)", i+1, err)
 		}
 		raw, _ := io.ReadAll(res.Body)
 		_ = res.Body.Close()

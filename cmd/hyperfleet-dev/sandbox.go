@@ -2,6 +2,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"io"
 	"time"
 
@@ -12,8 +13,13 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/sandbox"
 )
 
-func runDev(args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("hyperfleet dev", flag.ContinueOnError)
+// runSandbox runs the sandbox until it is interrupted.
+func runSandbox(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("hyperfleet-dev", flag.ContinueOnError)
+	fs.Usage = func() {
+		_, _ = fmt.Fprint(stderr, "Usage: hyperfleet-dev [flags]\n       hyperfleet-dev enqueue-jobs [flags]\n\nThe embedded sandbox: a real control plane, the manager, the simulators and the samples.\n\nFlags:\n")
+		fs.PrintDefaults()
+	}
 	fs.SetOutput(stderr)
 	o := sandbox.Options{Out: stdout}
 	var webhookAddr string
@@ -29,9 +35,17 @@ func runDev(args []string, stdout, stderr io.Writer) error {
 	fs.StringVar(&webhookAddr, "webhook-bind-address", "127.0.0.1:9443", "Address of the manager's GitHub webhook receiver.")
 	fs.BoolVar(&o.KubeVirt, "kubevirt-sim", true, "Run the KubeVirt simulator (VirtualMachine CRDs and a stand-in for virt-controller and virt-handler) for Cyberdesks and kubevirt clusters.")
 	logOpts.BindFlags(fs, "console")
-	if _, err := parseWithLogger(fs, args, &logOpts); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", fs.Args())
+	}
+	log, err := logging.New(logOpts)
+	if err != nil {
+		return err
+	}
+	ctrl.SetLogger(log)
 	// The sandbox runs like production: leader election on, in the operator's namespace.
 	defaults := manager.Options{}
 	defaults.BindFlags(flag.NewFlagSet("defaults", flag.ContinueOnError))
