@@ -1,70 +1,23 @@
 package main
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime"
 	"strings"
-	"time"
+
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 )
 
 // DefaultConfigPath is where cloud-init writes the agent's configuration
 // (the RunnerPool puts it in the machine's user data as a write_files entry).
-const DefaultConfigPath = "/etc/hyperfleet/bootstrap.json"
+const DefaultConfigPath = runnerconfig.ConfigPath
 
-// Config is the agent's configuration. Secrets (token, jitConfig) are never
-// logged.
-type Config struct {
-	// URL of the repository or organization, for config.sh --url.
-	URL string `json:"url"`
-	// Token is a registration token (RegistrationToken method).
-	Token string `json:"token,omitempty"`
-	// JITConfig is an encoded just-in-time runner config (JITConfig method);
-	// with it there is no config.sh step.
-	JITConfig string `json:"jitConfig,omitempty"`
-	// Name the runner registers under: the MachineClaim's name, so the pool
-	// can tell which VM a runner is.
-	Name        string   `json:"name"`
-	Labels      []string `json:"labels,omitempty"`
-	RunnerGroup string   `json:"runnerGroup,omitempty"`
-	WorkDir     string   `json:"workDir,omitempty"`
-	Runner      Runner   `json:"runner"`
-	// PowerOff after the job (default true): the pool sees the machine stop
-	// and deletes it.
-	PowerOff *bool `json:"powerOff,omitempty"`
-	// PowerOffCommand (default ["poweroff"]).
-	PowerOffCommand []string `json:"powerOffCommand,omitempty"`
-}
-
-// Runner says which actions runner to download and how to run it.
-type Runner struct {
-	Version string `json:"version,omitempty"`
-	OS      string `json:"os,omitempty"`
-	Arch    string `json:"arch,omitempty"`
-	// DownloadURL may use {version}, {os} and {arch}.
-	DownloadURL string `json:"downloadURL,omitempty"`
-	// SHA256 of the tarball, checked when set.
-	SHA256 string `json:"sha256,omitempty"`
-	// InstallDir receives the runner; an install already there is reused.
-	InstallDir string `json:"installDir,omitempty"`
-	// User the runner (and so every job) runs as: a name, created with
-	// useradd when missing, or "uid:gid". Never root.
-	User         string `json:"user,omitempty"`
-	ConfigScript string `json:"configScript,omitempty"`
-	RunScript    string `json:"runScript,omitempty"`
-	// HTTPTimeout bounds the runner's download, e.g. 30s (the template's
-	// spec.workload.githubRunner.httpTimeout); default 10m.
-	HTTPTimeout string `json:"httpTimeout,omitempty"`
-}
-
-// downloadTimeout is HTTPTimeout, or 10 minutes; validate checked it parses.
-func (r Runner) downloadTimeout() time.Duration {
-	if d, err := time.ParseDuration(r.HTTPTimeout); err == nil && d > 0 {
-		return d
-	}
-	return 10 * time.Minute
-}
+// Config and Runner are the configuration's one definition, shared with the
+// operator that writes it.
+type (
+	Config = runnerconfig.Config
+	Runner = runnerconfig.Runner
+)
 
 // Defaults, each overridable by the config file and, where the file leaves
 // it empty, by an environment variable.
@@ -81,21 +34,21 @@ const (
 // come from the credential endpoint instead (applyCredentials checks it
 // then).
 func loadConfig(path string, getenv func(string) string, attested bool) (Config, error) {
-	var c Config
 	data, err := takeConfig(path)
 	if err != nil {
-		return c, err
+		return Config{}, err
 	}
-	dec := json.NewDecoder(strings.NewReader(string(data)))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	c, err := runnerconfig.Decode(data)
+	if err != nil {
 		return c, fmt.Errorf("configuration %s: %w", path, err)
 	}
-	c.applyDefaults(getenv)
-	return c, c.validate(attested)
+	applyDefaults(&c, getenv)
+	return c, c.Validate(attested)
 }
 
-func (c *Config) applyDefaults(getenv func(string) string) {
+// applyDefaults fills what the configuration leaves empty from the
+// environment, then the defaults.
+func applyDefaults(c *Config, getenv func(string) string) {
 	pick := func(v *string, env, def string) {
 		if *v == "" {
 			*v = getenv(env)
@@ -123,37 +76,6 @@ func (c *Config) applyDefaults(getenv func(string) string) {
 		}
 	}
 }
-
-// validate checks the configuration; credentialsLater: the runner's
-// credential may still come from the credential endpoint.
-func (c *Config) validate(credentialsLater bool) error {
-	var errs []error
-	if c.Name == "" {
-		errs = append(errs, errors.New("name is required"))
-	}
-	if c.Runner.HTTPTimeout != "" {
-		if d, err := time.ParseDuration(c.Runner.HTTPTimeout); err != nil || d <= 0 {
-			errs = append(errs, fmt.Errorf("runner.httpTimeout %q is not a positive duration, e.g. 30s", c.Runner.HTTPTimeout))
-		}
-	}
-	switch {
-	case c.Token == "" && c.JITConfig == "" && credentialsLater:
-	case c.Token == "" && c.JITConfig == "":
-		errs = append(errs, errors.New("token (a registration token) or jitConfig is required"))
-	case c.Token != "" && c.JITConfig != "":
-		errs = append(errs, errors.New("token and jitConfig are mutually exclusive"))
-	case c.Token != "" && c.URL == "":
-		errs = append(errs, errors.New("url is required with a registration token"))
-	}
-	return errors.Join(errs...)
-}
-
-// downloadURL expands the runner's download URL template.
-func (r Runner) downloadURL() string {
-	return strings.NewReplacer("{version}", r.Version, "{os}", r.OS, "{arch}", r.Arch).Replace(r.DownloadURL)
-}
-
-func (c Config) powerOff() bool { return c.PowerOff == nil || *c.PowerOff }
 
 // runnerOS and runnerArch map Go's names to the actions runner's.
 func runnerOS(goos string) string {

@@ -173,7 +173,7 @@ func applyCredentials(c *Config, creds spire.Credentials) error {
 	if len(unknown) > 0 {
 		return fmt.Errorf("the credential endpoint sent credentials this agent does not know: %s (want jitConfig, or token and url)", strings.Join(unknown, ", "))
 	}
-	if err := c.validate(false); err != nil {
+	if err := c.Validate(false); err != nil {
 		return fmt.Errorf("with the credential endpoint's credentials: %w", err)
 	}
 	return nil

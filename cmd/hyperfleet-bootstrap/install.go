@@ -21,9 +21,9 @@ func install(ctx context.Context, r Runner, log func(string, ...any)) error {
 		log("Runner already installed in %s", r.InstallDir)
 		return nil
 	}
-	url := r.downloadURL()
+	url := r.ExpandedDownloadURL()
 	log("Downloading the actions runner %s (%s/%s) from %s", r.Version, r.OS, r.Arch, url)
-	ctx, cancel := context.WithTimeout(ctx, r.downloadTimeout())
+	ctx, cancel := context.WithTimeout(ctx, r.DownloadTimeout())
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {

@@ -95,7 +95,7 @@ func runContext(ctx context.Context, args []string, stdout, stderr io.Writer, ge
 	}
 	// Power off even after a failure: a VM that cannot serve a job is of no
 	// use, and its going away is what tells the pool to replace it.
-	if cfg.powerOff() {
+	if cfg.PowersOff() {
 		log("Powering off: %s", strings.Join(cfg.PowerOffCommand, " "))
 		cmd := exec.Command(cfg.PowerOffCommand[0], cfg.PowerOffCommand[1:]...) //nolint:gosec // the operator's configuration
 		cmd.Stdout, cmd.Stderr = stdout, stdout

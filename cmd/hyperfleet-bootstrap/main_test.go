@@ -299,10 +299,10 @@ func TestConfigErrorsAndEnvironmentFallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "https://mirror.example/2.400.0/" + runnerOS(runtime.GOOS) + "-" + runnerArch(runtime.GOARCH) + ".tgz"; c.Runner.downloadURL() != want {
-		t.Errorf("download URL %q", c.Runner.downloadURL())
+	if want := "https://mirror.example/2.400.0/" + runnerOS(runtime.GOOS) + "-" + runnerArch(runtime.GOARCH) + ".tgz"; c.Runner.ExpandedDownloadURL() != want {
+		t.Errorf("download URL %q", c.Runner.ExpandedDownloadURL())
 	}
-	if c.Runner.InstallDir != "/srv/runner" || !c.powerOff() || c.PowerOffCommand[0] != "poweroff" || c.Runner.User != "runner" {
+	if c.Runner.InstallDir != "/srv/runner" || !c.PowersOff() || c.PowerOffCommand[0] != "poweroff" || c.Runner.User != "runner" {
 		t.Errorf("defaults: %+v", c)
 	}
 	for body, want := range map[string]string{

@@ -23,8 +23,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/runnersim/runnersimtest"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
 const repo = "acme/attested"
@@ -88,7 +88,7 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 			t.Cleanup(func() { _ = os.RemoveAll(agentDir) })
 			return &runnersim.Process{
 				Agent: agent, Root: root, Console: console,
-				Runner:     runnerpool.RunnerSettings{InstallDir: install, User: fmt.Sprintf("%d:%d", uid, gid)},
+				Runner:     runnerconfig.Runner{InstallDir: install, User: fmt.Sprintf("%d:%d", uid, gid)},
 				Env:        append(os.Environ(), "FAKERUNNER_VM_ROOT="+root),
 				SPIREAgent: filepath.Join(spiretest.Dir(t), "spire-agent"), AgentDir: agentDir,
 			}
@@ -146,7 +146,7 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 	if console == nil {
 		t.Fatalf("the job ran on %q, which no agent process served", j.RunnerName)
 	}
-	cfg, err := runnerpool.ParseUserData(ud)
+	cfg, err := runnerconfig.ParseUserData(ud)
 	if err != nil {
 		t.Fatalf("the runner's user data: %v", err)
 	}

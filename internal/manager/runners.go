@@ -12,6 +12,7 @@ import (
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
@@ -32,7 +33,7 @@ type RunnerOptions struct {
 	// SyncInterval: how often a steady pool re-reads its runners from GitHub.
 	SyncInterval time.Duration
 	// Runner is what the bootstrap agents install.
-	Runner runnerpool.RunnerSettings
+	Runner runnerconfig.Runner
 	// AgentPath is the bootstrap agent's path in runner images.
 	AgentPath string
 	// Clock drives the pools' timeouts (registration, idle TTL, lifetime,

@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
 // Process runs the real bootstrap agent (cmd/hyperfleet-bootstrap) for one
@@ -27,7 +27,7 @@ type Process struct {
 	Root string
 	// Runner says where the (preinstalled) runner is and whom it runs as;
 	// it overrides what the user data says of the runner.
-	Runner runnerpool.RunnerSettings
+	Runner runnerconfig.Runner
 	// Env is the agent's environment.
 	Env []string
 	// Console receives the agent's output.
@@ -41,7 +41,7 @@ type Process struct {
 // run writes the configuration and runs the agent to its end; its
 // power-off command does nothing, and the caller powers the machine off
 // through the simulator once the agent has exited.
-func (p *Process) run(ctx context.Context, cfg runnerpool.BootstrapConfig, mc *spire.MachineConfig) error {
+func (p *Process) run(ctx context.Context, cfg runnerconfig.Config, mc *spire.MachineConfig) error {
 	cfg.Runner = p.Runner
 	data, err := json.Marshal(cfg)
 	if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
@@ -219,7 +220,7 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 
 // config is the agent's configuration in the claim's user data and, when
 // the machine attests, its machine config.
-func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (runnerpool.BootstrapConfig, *spire.MachineConfig, error) {
+func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (runnerconfig.Config, *spire.MachineConfig, error) {
 	read := a.UserData
 	if read == nil {
 		read = func(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (string, error) {
@@ -228,9 +229,9 @@ func (a *Agents) config(ctx context.Context, c *hypervisorv1alpha1.MachineClaim)
 	}
 	ud, err := read(ctx, c)
 	if err != nil {
-		return runnerpool.BootstrapConfig{}, nil, err
+		return runnerconfig.Config{}, nil, err
 	}
-	cfg, err := runnerpool.ParseUserData(ud)
+	cfg, err := runnerconfig.ParseUserData(ud)
 	if err != nil {
 		return cfg, nil, err
 	}

@@ -14,8 +14,8 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/spire/spirelocal"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
 // SandboxTrustDomain is the trust domain of the sandbox's SPIRE server, as
@@ -165,7 +165,7 @@ func (r *attestationRig) process(claim *hypervisorv1alpha1.MachineClaim) (*runne
 	}
 	return &runnersim.Process{
 		Agent: r.agent, Root: root, Console: console(filepath.Join(root, "console.log")),
-		Runner:     runnerpool.RunnerSettings{InstallDir: install, User: user},
+		Runner:     runnerconfig.Runner{InstallDir: install, User: user},
 		Env:        append(os.Environ(), "FAKERUNNER_VM_ROOT="+root),
 		SPIREAgent: filepath.Join(r.bin, "spire-agent"), AgentDir: agentDir,
 	}, nil

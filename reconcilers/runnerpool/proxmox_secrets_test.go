@@ -14,7 +14,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/runnersim"
 	"github.com/hyperfleet/hyperfleet/internal/runnersim/runnersimtest"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 )
 
 // processAgents maps a test's namespace to how its VMs run the real agent
@@ -66,7 +66,7 @@ func TestProxmoxJobInsideTheRunnerFindsNoCredential(t *testing.T) {
 			t.Errorf("claim %s: %v", c.Name, err)
 			return nil
 		}
-		cfg, err := runnerpool.ParseUserData(ud)
+		cfg, err := runnerconfig.ParseUserData(ud)
 		if err != nil {
 			t.Errorf("claim %s: %v", c.Name, err)
 			return nil
@@ -78,7 +78,7 @@ func TestProxmoxJobInsideTheRunnerFindsNoCredential(t *testing.T) {
 		mu.Unlock()
 		return &runnersim.Process{
 			Agent: agent, Root: root, Console: v.console,
-			Runner: runnerpool.RunnerSettings{InstallDir: install, User: fmt.Sprintf("%d:%d", uid, gid)},
+			Runner: runnerconfig.Runner{InstallDir: install, User: fmt.Sprintf("%d:%d", uid, gid)},
 			Env:    append(os.Environ(), "FAKERUNNER_JOB_OUTPUT="+v.out, "FAKERUNNER_VM_ROOT="+root),
 		}
 	})

@@ -20,8 +20,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
 // The suite on Proxmox: the KubeVirt cases again, with each runner a VM
@@ -184,7 +184,7 @@ func TestProxmoxRunnerISOIsDeletedOnceTheVMBooted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := runnerpool.ParseUserData(ud)
+	cfg, err := runnerconfig.ParseUserData(ud)
 	if err != nil {
 		t.Fatal(err)
 	}

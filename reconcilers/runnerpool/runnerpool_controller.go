@@ -23,6 +23,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/joblist"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -63,7 +64,7 @@ type Reconciler struct {
 	Recorder     events.EventRecorder
 	Clock        clock.Clock
 	// Runner says which actions runner the agents install.
-	Runner RunnerSettings
+	Runner runnerconfig.Runner
 	// AgentPath is the bootstrap agent's path in the runner images.
 	AgentPath string
 	// SyncInterval is how often a steady pool re-reads GitHub (15 s).

@@ -24,6 +24,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -85,7 +86,7 @@ type scope struct {
 	attested bool
 	// runner is what the agents install: the operator's settings with the
 	// template's spec.workload.githubRunner over them (getTemplate).
-	runner RunnerSettings
+	runner runnerconfig.Runner
 	// githubErr is the failed GitHub call that stopped the reconcile:
 	// reading the credentials or listing the runners (connectGitHub).
 	githubErr error
@@ -677,7 +678,7 @@ func (r *Reconciler) createRunners(ctx context.Context, s *scope, n int) (int, e
 func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope) (string, error) {
 	pool := s.pool
 	name := pool.Name + "-" + suffix()
-	cfg := BootstrapConfig{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: s.runner,
+	cfg := runnerconfig.Config{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: s.runner,
 		Labels: append(append([]string(nil), pool.Spec.Labels...), poolRunnerLabel(pool))}
 	// JITConfig unless the pool chose RegistrationToken: a pool stored before
 	// the default changed reads as JITConfig (the API server defaults it).
@@ -712,7 +713,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		data[credentialsKey] = creds
 		credsRef = &meta.SecretKeyReference{Name: bootstrapSecretName(name), Key: credentialsKey}
 	}
-	ud, err := userData(cfg, r.AgentPath)
+	ud, err := runnerconfig.UserData(cfg, r.AgentPath)
 	if err != nil {
 		return "", err
 	}
