@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs Debian's software TPM (swtpm, swtpm_setup, swtpm_localca) and
 # tpm2-tools, for TPM attestation's tests and the sandbox
-# (providers/spire/devid/swtpmlocal): the virtual TPM a hypervisor host gives
+# (internal/sim/swtpmlocal): the virtual TPM a hypervisor host gives
 # a machine, manufactured with an EK certificate as Proxmox VE's is. Debian
 # packages, not Go modules: swtpm is C on libtpms, and nothing on the module
 # proxy serves a TPM a spire-agent can open. Pinned to bookworm's versions.

@@ -33,9 +33,9 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
 )
 
 const (

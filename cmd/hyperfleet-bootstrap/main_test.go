@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 // fakeRunnerTarball builds testdata/fakerunner and packs it as an actions

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/swtpmlocal"
 	"github.com/hyperfleet/hyperfleet/providers/spire/devid"
-	"github.com/hyperfleet/hyperfleet/providers/spire/devid/swtpmlocal"
 )
 
 // `hyperfleet tpm-provision` puts a DevID for the given CN, signed by the

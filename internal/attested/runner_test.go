@@ -19,12 +19,12 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim/runnersimtest"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim/runnersimtest"
+	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
 )
 
 const repo = "acme/attested"

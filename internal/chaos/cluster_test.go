@@ -20,9 +20,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/kustomize/crd"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 const (

@@ -10,7 +10,7 @@ import (
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 )
 
 // pveFaults are the Proxmox faults drawn from, each armed for one request:

@@ -35,11 +35,11 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/replicas"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 

@@ -16,9 +16,9 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 )
 
 // SandboxRepository is the repository of the simulated GitHub.

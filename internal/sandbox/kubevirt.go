@@ -9,8 +9,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/hyperfleet/hyperfleet/internal/manifests"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	cyberdesktemplate "github.com/hyperfleet/hyperfleet/kustomize/cyberdesk"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 )
 
 // startKubeVirt runs kubevirtsim in place of KubeVirt's controllers (its

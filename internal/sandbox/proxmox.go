@@ -14,7 +14,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 )
 
 // sandboxTemplateVMID is the template VM the simulated cluster starts with.

@@ -22,10 +22,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/kustomize/admission"
 	"github.com/hyperfleet/hyperfleet/kustomize/crd"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // fieldOwner marks what the sandbox applied.

@@ -30,10 +30,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/sandbox"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/internal/testcluster"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // syncBuffer lets the test read what the sandbox prints while it runs.

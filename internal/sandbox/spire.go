@@ -13,9 +13,9 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/controlplane"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirelocal"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spirelocal"
 )
 
 // SandboxTrustDomain is the trust domain of the sandbox's SPIRE server, as

@@ -17,10 +17,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirelocal"
+	"github.com/hyperfleet/hyperfleet/internal/sim/swtpmlocal"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/providers/spire/devid/swtpmlocal"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spirelocal"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 )
 

@@ -11,9 +11,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 // The App's JWT is verified by the simulator, the installation token it

@@ -3,8 +3,8 @@ package github_test
 import (
 	"testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 // Pools with the same credentials share a Client; a rotated Secret gives its

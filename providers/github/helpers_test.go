@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 var (

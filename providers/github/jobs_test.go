@@ -9,9 +9,9 @@ import (
 
 	gogithub "github.com/google/go-github/v60/github"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 // A 150-job matrix two runners have started is an in_progress run with 148

@@ -8,8 +8,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 // A 429 or a 403 with Retry-After stops every call for exactly that long:

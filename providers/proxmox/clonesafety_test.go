@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // cloneSim starts a simulator with one template (9000 on pve1, local

@@ -16,8 +16,8 @@ import (
 
 	"github.com/luthermonson/go-proxmox"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // The fidelity test holds proxmoxsim to Proxmox VE's answers, for the paths

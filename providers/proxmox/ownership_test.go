@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // Ownership is read from the set of marks a VM carries: whatever order

@@ -9,8 +9,8 @@ import (
 
 	"github.com/luthermonson/go-proxmox"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // Proxmox VE 9 lists networks in /cluster/resources as rows of type

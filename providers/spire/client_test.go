@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
 )
 
 const trustDomain = "example.org"

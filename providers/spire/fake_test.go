@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirefake"
 	"github.com/hyperfleet/hyperfleet/providers"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spirefake"
 )
 
 // TestFakeEntries holds spirefake to the contract the real server keeps.

@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirefake"
+	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spirefake"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
 )
 
 func csrFor(t *testing.T, id string) []byte {

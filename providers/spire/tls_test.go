@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
 )
 
 // TestDialTLS: over TCP with mTLS, an SVID the server lists in admin_ids

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/providers/spire/devid"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spiretest"
 )
 
 // TestTPMAttestation runs SPIRE's tpm_devid node attestor end to end on

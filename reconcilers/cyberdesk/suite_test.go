@@ -30,10 +30,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	cyberdesktemplate "github.com/hyperfleet/hyperfleet/kustomize/cyberdesk"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/providers/supabase"
 )
 

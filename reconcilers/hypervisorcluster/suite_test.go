@@ -8,9 +8,9 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisormachinetemplate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"

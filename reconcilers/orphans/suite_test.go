@@ -11,9 +11,9 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
 	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
 )

@@ -8,8 +8,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 )
 

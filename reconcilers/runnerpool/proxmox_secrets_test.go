@@ -12,8 +12,8 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim/runnersimtest"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim/runnersimtest"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 )
 

@@ -16,12 +16,12 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 // The suite on Proxmox: the KubeVirt cases again, with each runner a VM

@@ -2,7 +2,7 @@
 // internal/bench/githubcost) run against: one manager with the production
 // defaults of its runner flags and its webhook receiver, one kubevirtsim,
 // one githubsim delivering signed webhooks to the receiver, and stand-in
-// agents (internal/runnersim) that register each runner once its VM is up
+// agents (internal/sim/runnersim) that register each runner once its VM is up
 // and power it off after its job.
 package runnerlab
 
@@ -24,9 +24,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/bench/proc"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 )
 
 const (

@@ -20,8 +20,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 // burstSize is RUNNERS_N, the jobs queued at once (500).

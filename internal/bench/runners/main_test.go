@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
 )
 
 const repo = runnerlab.Repo

@@ -32,9 +32,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 )

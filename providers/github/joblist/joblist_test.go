@@ -9,9 +9,9 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/listcachetest"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/joblist"
-	"github.com/hyperfleet/hyperfleet/providers/github/listcache/listcachetest"
 )
 
 var scope = github.Scope{Owner: "acme", Repository: "widgets"}

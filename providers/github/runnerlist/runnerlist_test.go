@@ -11,8 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/listcachetest"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/providers/github/listcache/listcachetest"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 )
 

@@ -23,8 +23,8 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
-	"github.com/hyperfleet/hyperfleet/providers/proxmox/proxmoxsim"
 )
 
 func TestMain(m *testing.M) {

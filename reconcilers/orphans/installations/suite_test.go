@@ -11,9 +11,9 @@ import (
 	"github.com/go-logr/logr"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt/kubevirtsim"
 )
 
 // The control plane and kubevirtsim are the package's; the managers are

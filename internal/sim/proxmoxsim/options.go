@@ -4,7 +4,7 @@ import (
 	"log"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // Node describes one simulated cluster node, so tests can shape the cluster

@@ -13,7 +13,7 @@ import (
 
 	"k8s.io/utils/clock"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // enterprisePrefix is where an Enterprise Server serves the REST API; the

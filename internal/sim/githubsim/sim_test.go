@@ -25,7 +25,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 )
 
 // ---------------------------------------------------------------------------

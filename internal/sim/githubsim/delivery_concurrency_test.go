@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 )
 
 // gatedReceiver holds every delivery unanswered until released, counting

@@ -9,7 +9,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/hyperfleet/hyperfleet/internal/runnersim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 )
 
 // BuildAgent builds hyperfleet-bootstrap and the fake actions runner

@@ -6,7 +6,7 @@ import (
 
 	gogithub "github.com/google/go-github/v60/github"
 
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 )
 
 // FaultStartJob makes the runner a request names take a job just before the

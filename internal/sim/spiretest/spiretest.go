@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/spire/spirelocal"
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirelocal"
 )
 
 // DirEnv names the directory holding spire-server and spire-agent.

@@ -15,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // hookID is the simulated App webhook's ID (X-GitHub-Hook-ID).

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // lookupVM finds the VM of the request's {vmid} on its {node}, answering

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 )
 
 // generate-jitconfig answers in the shape GitHub documents (the example

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // Operation names an API operation, for fault matching and request counts.

@@ -10,7 +10,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // VM is a deep-copied snapshot of one simulated VM, for tests to assert on.

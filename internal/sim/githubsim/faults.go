@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // FaultAction is what an injected fault does to a matching request.

@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // safety bounds a wait that should end at once; it only turns a hang into a

@@ -5,9 +5,9 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirelocal"
+	"github.com/hyperfleet/hyperfleet/internal/sim/swtpmlocal"
 	"github.com/hyperfleet/hyperfleet/providers/spire/devid"
-	"github.com/hyperfleet/hyperfleet/providers/spire/devid/swtpmlocal"
-	"github.com/hyperfleet/hyperfleet/providers/spire/spirelocal"
 )
 
 // TPMLab is a hypervisor host's side of TPM attestation

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hyperfleet/hyperfleet/providers/simkit"
+	"github.com/hyperfleet/hyperfleet/internal/sim/simkit"
 )
 
 // Endpoints the simulator serves, named as GitHub's documentation names

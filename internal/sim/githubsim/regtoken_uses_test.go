@@ -4,7 +4,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/hyperfleet/hyperfleet/providers/github/githubsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 )
 
 // RegistrationTokenUses says which runners each token registered, oldest
