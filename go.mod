@@ -9,6 +9,7 @@ require (
 	github.com/golang-jwt/jwt/v5 v5.3.1
 	github.com/google/go-github/v60 v60.0.0
 	github.com/google/go-tpm v0.9.6
+	github.com/leanovate/gopter v0.2.11
 	github.com/luthermonson/go-proxmox v0.8.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

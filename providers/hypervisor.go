@@ -83,8 +83,11 @@ func (r MachineRef) String() string {
 }
 
 // MachineName is the machine name providers propose for owner:
-// "hf-<namespace>-<name>", a DNS label of at most 63 characters (a hash
-// suffix keeps long names unique).
+// "hf-<namespace>-<name>", a DNS label of at most 63 characters. A hash
+// suffix keeps long names unique, and names with a dot too: the dot is the
+// one character of an object name a DNS label lacks, and mapped to "-"
+// alone it would give "a.b" and "a-b" of one namespace the same machine
+// (KubeVirt's VirtualMachine, named in the claim's namespace).
 func MachineName(owner Owner) string {
 	n := strings.ToLower("hf-" + owner.Namespace + "-" + owner.Name)
 	n = strings.Map(func(r rune) rune {
@@ -93,12 +96,12 @@ func MachineName(owner Owner) string {
 		}
 		return '-'
 	}, n)
-	if len(n) <= 63 {
+	if len(n) <= 63 && !strings.Contains(owner.Name, ".") {
 		return strings.TrimRight(n, "-")
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(owner.Namespace + "/" + owner.Name))
-	return fmt.Sprintf("%s-%08x", strings.TrimRight(n[:54], "-"), h.Sum32())
+	return fmt.Sprintf("%s-%08x", strings.TrimRight(n[:min(len(n), 54)], "-"), h.Sum32())
 }
 
 // Owner is the object a machine belongs to. Its UID is written onto the
