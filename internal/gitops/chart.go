@@ -84,10 +84,6 @@ func chartFiles(root string) (map[string][]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	withMonitoring, err := BuildWith(root, BaseDir, MonitoringDir)
-	if err != nil {
-		return nil, err
-	}
 	inBase := ByID(base)
 	files := map[string][]byte{}
 	var values chartValues
@@ -109,7 +105,7 @@ func chartFiles(root string) (map[string][]byte, error) {
 				return nil, err
 			}
 		}
-		name, data, err := template(u, false)
+		name, data, err := template(u, "")
 		if err != nil {
 			return nil, err
 		}
@@ -118,15 +114,21 @@ func chartFiles(root string) (map[string][]byte, error) {
 	if values.Image.Repository == "" {
 		return nil, fmt.Errorf("the base has no Deployment %s with a container %s", ManagerName, managerContainer)
 	}
-	for _, u := range withMonitoring {
-		if inBase[ID(u)] != nil {
-			continue
-		}
-		name, data, err := template(u, true)
+	for _, part := range optionalParts {
+		with, err := BuildWith(root, BaseDir, part.dir)
 		if err != nil {
 			return nil, err
 		}
-		files[path.Join(ChartDir, "templates", "monitoring", name)] = data
+		for _, u := range with {
+			if inBase[ID(u)] != nil {
+				continue
+			}
+			name, data, err := template(u, part.condition)
+			if err != nil {
+				return nil, err
+			}
+			files[path.Join(ChartDir, "templates", part.folder, name)] = data
+		}
 	}
 	valuesYAML, err := values.yaml()
 	if err != nil {
@@ -168,8 +170,9 @@ func chartVersion(appVersion string) string {
 	return v
 }
 
-// template turns one object into a chart template file.
-func template(u *unstructured.Unstructured, monitoring bool) (string, []byte, error) {
+// template turns one object into a chart template file, rendered only when
+// condition (a template expression) holds, if one is given.
+func template(u *unstructured.Unstructured, condition string) (string, []byte, error) {
 	obj := replaceNamespace(u.DeepCopy().Object).(map[string]any)
 	data, err := yaml.Marshal(obj)
 	if err != nil {
@@ -187,9 +190,9 @@ func template(u *unstructured.Unstructured, monitoring bool) (string, []byte, er
 		return "", nil, fmt.Errorf("%s: a placeholder was left in the template", ID(u))
 	}
 	text = generatedHeader + text
-	if monitoring {
+	if condition != "" {
 		// The header inside the condition: a disabled template renders to nothing.
-		text = "{{- if .Values.monitoring.enabled }}\n" + text + "{{- end }}\n"
+		text = "{{- if " + condition + " }}\n" + text + "{{- end }}\n"
 	}
 	name := strings.ToLower(u.GetKind()) + "_" + u.GetName() + ".yaml"
 	return name, []byte(text), nil
@@ -238,6 +241,9 @@ type chartValues struct {
 	Monitoring struct {
 		Enabled bool `json:"enabled"`
 	} `json:"monitoring"`
+	MachineClaimFinalizerPolicy struct {
+		Enabled bool `json:"enabled"`
+	} `json:"machineClaimFinalizerPolicy"`
 
 	appVersion string
 }
@@ -251,6 +257,10 @@ func (v chartValues) yaml() ([]byte, error) {
 #   logLevel      debug, info, error, or a verbosity number
 #   monitoring.enabled  the ServiceMonitor, PrometheusRule and Grafana
 #     dashboards (needs the prometheus-operator CRDs)
+#   machineClaimFinalizerPolicy.enabled  the MutatingAdmissionPolicy that
+#     stores new MachineClaims with their finalizer; rendered only where the
+#     cluster serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
+#     (Kubernetes 1.36), else the operator adds the finalizer itself
 # The namespace is the release's (helm install -n hyperfleet-system --create-namespace).
 `
 	data, err := yaml.Marshal(v)
@@ -264,6 +274,7 @@ func (v chartValues) yaml() ([]byte, error) {
 // the values that reproduce the base.
 func templateManager(u *unstructured.Unstructured) (chartValues, error) {
 	var v chartValues
+	v.MachineClaimFinalizerPolicy.Enabled = true
 	replicas, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	if err != nil {
 		return v, fmt.Errorf("%s: spec.replicas: %w", ID(u), err)

@@ -54,7 +54,14 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // and returns its objects: the templates' and the CRDs'.
 func render(t *testing.T, ch *chartv2.Chart, namespace string, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "hyperfleet", Namespace: namespace, IsInstall: true}, nil)
+	return renderOn(t, ch, namespace, values, nil)
+}
+
+// renderOn renders for a cluster with caps (nil: Helm's defaults, as
+// `helm template` without --api-versions).
+func renderOn(t *testing.T, ch *chartv2.Chart, namespace string, values map[string]any, caps *common.Capabilities) []*unstructured.Unstructured {
+	t.Helper()
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "hyperfleet", Namespace: namespace, IsInstall: true}, caps)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -138,14 +138,14 @@ func TestOverlays(t *testing.T) {
 }
 
 // The base's manager has the same webhook wiring, its Secret being the one
-// the external-secrets component makes.
+// the GitHub external-secrets component makes.
 func TestBaseWebhook(t *testing.T) {
 	base := built(t, gitops.BaseDir)
 	_, c := managerContainer(t, base)
 	checkWebhook(t, base, built(t, gitops.BaseDir, externalSecretsDir), parseRunFlags(t, c.Args))
 }
 
-const externalSecretsDir = "kustomize/components/external-secrets"
+const externalSecretsDir = "kustomize/components/external-secrets/github"
 
 // checkWebhook: the receiver listens on the container's webhook port; the
 // Secret it reads is one an ExternalSecret of secrets makes, syncing the key
