@@ -35,11 +35,13 @@ const (
 )
 
 var placeholderActions = map[string]string{
-	phNamespace:  "{{ .Release.Namespace }}",
-	phReplicas:   "{{ .Values.replicas }}",
-	phImage:      `{{ include "hyperfleet.image" . }}`,
-	phPullPolicy: "{{ .Values.image.pullPolicy }}",
-	phLogLevel:   "{{ .Values.logLevel }}",
+	phNamespace:   "{{ .Release.Namespace }}",
+	phReplicas:    "{{ .Values.replicas }}",
+	phImage:       `{{ include "hyperfleet.image" . }}`,
+	phPullPolicy:  "{{ .Values.image.pullPolicy }}",
+	phLogLevel:    "{{ .Values.logLevel }}",
+	phStore:       "{{ .Values.externalSecrets.store }}",
+	phIngressHost: "{{ .Values.webhookIngress.host }}",
 }
 
 var resourcesLine = regexp.MustCompile(`(?m)^( *)resources: ` + phResources + `$`)
@@ -86,7 +88,13 @@ func chartFiles(root string) (map[string][]byte, error) {
 	}
 	inBase := ByID(base)
 	files := map[string][]byte{}
+	// The base as built: templating below writes placeholders into base.
+	pristine := make([]*unstructured.Unstructured, len(base))
+	for i, u := range base {
+		pristine[i] = u.DeepCopy()
+	}
 	var values chartValues
+	var managerFile string
 	for _, u := range base {
 		switch u.GetKind() {
 		case "Namespace":
@@ -110,18 +118,32 @@ func chartFiles(root string) (map[string][]byte, error) {
 			return nil, err
 		}
 		files[path.Join(ChartDir, "templates", name)] = data
+		if u.GetKind() == "Deployment" && u.GetName() == ManagerName {
+			managerFile = path.Join(ChartDir, "templates", name)
+		}
 	}
 	if values.Image.Repository == "" {
 		return nil, fmt.Errorf("the base has no Deployment %s with a container %s", ManagerName, managerContainer)
 	}
-	for _, part := range optionalParts {
+	var withArgs []partArgs
+	for _, part := range optionalParts() {
 		with, err := BuildWith(root, BaseDir, part.dir)
 		if err != nil {
 			return nil, err
 		}
+		args, err := addedArgs(pristine, with)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", part.dir, err)
+		}
+		withArgs = append(withArgs, partArgs{part.condition, args})
 		for _, u := range with {
 			if inBase[ID(u)] != nil {
 				continue
+			}
+			if part.edit != nil {
+				if err := part.edit(u); err != nil {
+					return nil, fmt.Errorf("%s: %w", ID(u), err)
+				}
 			}
 			name, data, err := template(u, part.condition)
 			if err != nil {
@@ -130,6 +152,11 @@ func chartFiles(root string) (map[string][]byte, error) {
 			files[path.Join(ChartDir, "templates", part.folder, name)] = data
 		}
 	}
+	text, err := insertPartArgs(string(files[managerFile]), withArgs)
+	if err != nil {
+		return nil, err
+	}
+	files[managerFile] = []byte(text)
 	valuesYAML, err := values.yaml()
 	if err != nil {
 		return nil, err
@@ -255,6 +282,11 @@ type chartValues struct {
 	MachineClaimFinalizerPolicy struct {
 		Enabled bool `json:"enabled"`
 	} `json:"machineClaimFinalizerPolicy"`
+	WebhookIngress struct {
+		Enabled bool   `json:"enabled"`
+		Host    string `json:"host"`
+	} `json:"webhookIngress"`
+	ExternalSecrets map[string]any `json:"externalSecrets"`
 
 	appVersion string
 }
@@ -273,6 +305,12 @@ func (v chartValues) yaml() ([]byte, error) {
 #     (e.g. --namespaces=a,b)
 #   monitoring.enabled  the ServiceMonitor, PrometheusRule and Grafana
 #     dashboards (needs the prometheus-operator CRDs)
+#   webhookIngress.enabled, .host  an Ingress for GitHub webhook deliveries
+#     (https://<host>/github/webhook; TLS from the Secret hyperfleet-webhook-tls)
+#   externalSecrets.store  the ClusterSecretStore the ExternalSecrets read
+#   externalSecrets.<feature>.enabled  sync that feature's credentials with
+#     the External Secrets Operator: proxmox, github, supabase (also sets
+#     --cyberdesk-supabase-secret), hourglass
 #   machineClaimFinalizerPolicy.enabled  the MutatingAdmissionPolicy that
 #     stores new MachineClaims with their finalizer; rendered only where the
 #     cluster serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
@@ -294,6 +332,12 @@ func templateManager(u *unstructured.Unstructured) (chartValues, error) {
 		TopologySpreadConstraints: []any{}, ImagePullSecrets: []any{}, PodAnnotations: map[string]any{}, ExtraArgs: []any{},
 	}
 	v.MachineClaimFinalizerPolicy.Enabled = true
+	// The components' own values: their objects render as the components are.
+	v.WebhookIngress.Host = "hyperfleet-webhook.example.com"
+	v.ExternalSecrets = map[string]any{"store": "hyperfleet"}
+	for _, f := range ExternalSecretsFeatures {
+		v.ExternalSecrets[f] = map[string]any{"enabled": false}
+	}
 	replicas, found, err := unstructured.NestedInt64(u.Object, "spec", "replicas")
 	if err != nil {
 		return v, fmt.Errorf("%s: spec.replicas: %w", ID(u), err)
@@ -381,7 +425,8 @@ values.yaml lists the values (values.schema.json refuses misspelt keys and
 wrong types): the image, replicas, resources, log level, the
 manager Pod's scheduling (nodeSelector, tolerations, affinity,
 topologySpreadConstraints), imagePullSecrets, podAnnotations, extraArgs, and
-the optional parts (monitoring.enabled, machineClaimFinalizerPolicy.enabled).
+the optional parts (monitoring.enabled, machineClaimFinalizerPolicy.enabled,
+webhookIngress.enabled, externalSecrets.<feature>.enabled).
 CRDs are in crds/: Helm installs them before the templates and never
 upgrades or deletes them — apply them before an upgrade
 (kubectl apply --server-side -f charts/hyperfleet/crds).

@@ -41,6 +41,22 @@ const chartSchema = `{
       "additionalProperties": false,
       "properties": {"enabled": {"type": "boolean"}}
     },
+    "webhookIngress": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {"enabled": {"type": "boolean"}, "host": {"type": "string", "minLength": 1}}
+    },
+    "externalSecrets": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {
+        "store": {"type": "string", "minLength": 1},
+        "proxmox": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}},
+        "github": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}},
+        "supabase": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}},
+        "hourglass": {"type": "object", "additionalProperties": false, "properties": {"enabled": {"type": "boolean"}}}
+      }
+    },
     "machineClaimFinalizerPolicy": {
       "type": "object",
       "additionalProperties": false,
