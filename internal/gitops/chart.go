@@ -42,6 +42,7 @@ var placeholderActions = map[string]string{
 	phLogLevel:    "{{ .Values.logLevel }}",
 	phStore:       "{{ .Values.externalSecrets.store }}",
 	phIngressHost: "{{ .Values.webhookIngress.host }}",
+	phPDBMin:      "{{ .Values.podDisruptionBudget.minAvailable }}",
 }
 
 var resourcesLine = regexp.MustCompile(`(?m)^( *)resources: ` + phResources + `$`)
@@ -157,6 +158,12 @@ func chartFiles(root string) (map[string][]byte, error) {
 		return nil, err
 	}
 	files[managerFile] = []byte(text)
+	name, pdb, minAvailable, err := pdbTemplate(root)
+	if err != nil {
+		return nil, err
+	}
+	files[path.Join(ChartDir, "templates", name)] = pdb
+	values.PodDisruptionBudget.MinAvailable = minAvailable
 	valuesYAML, err := values.yaml()
 	if err != nil {
 		return nil, err
@@ -288,7 +295,11 @@ type chartValues struct {
 		Enabled bool   `json:"enabled"`
 		Host    string `json:"host"`
 	} `json:"webhookIngress"`
-	ExternalSecrets map[string]any `json:"externalSecrets"`
+	ExternalSecrets     map[string]any `json:"externalSecrets"`
+	PodDisruptionBudget struct {
+		Enabled      bool `json:"enabled"`
+		MinAvailable any  `json:"minAvailable"`
+	} `json:"podDisruptionBudget"`
 
 	appVersion string
 }
@@ -307,6 +318,8 @@ func (v chartValues) yaml() ([]byte, error) {
 #     (e.g. --namespaces=a,b)
 #   monitoring.enabled  the ServiceMonitor, PrometheusRule and Grafana
 #     dashboards (needs the prometheus-operator CRDs)
+#   podDisruptionBudget.enabled, .minAvailable  keep replicas through node
+#     drains (with replicas 2 or more: at 1 a drain waits for ever)
 #   webhookIngress.enabled, .host  an Ingress for GitHub webhook deliveries
 #     (https://<host>/github/webhook; TLS from the Secret hyperfleet-webhook-tls)
 #   externalSecrets.store  the ClusterSecretStore the ExternalSecrets read
@@ -428,7 +441,8 @@ wrong types): the image, replicas, resources, log level, the
 manager Pod's scheduling (nodeSelector, tolerations, affinity,
 topologySpreadConstraints), imagePullSecrets, podAnnotations, extraArgs, and
 the optional parts (monitoring.enabled, machineClaimFinalizerPolicy.enabled,
-webhookIngress.enabled, externalSecrets.<feature>.enabled).
+webhookIngress.enabled, externalSecrets.<feature>.enabled), and
+podDisruptionBudget.enabled (with replicas 2 or more).
 Every template carries Helm's standard labels (helm.sh/chart,
 app.kubernetes.io/name, instance, version, managed-by).
 CRDs are in crds/: Helm installs them before the templates and never
