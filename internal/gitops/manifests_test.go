@@ -431,7 +431,7 @@ func TestArgoCDApplications(t *testing.T) {
 		wave := u.GetAnnotations()["argocd.argoproj.io/sync-wave"]
 		switch u.GetKind() {
 		case "CustomResourceDefinition":
-			if wave != "-1" || u.GetAnnotations()["argocd.argoproj.io/sync-options"] != "ServerSideApply=true" {
+			if wave != "-1" || !strings.Contains(u.GetAnnotations()["argocd.argoproj.io/sync-options"], "ServerSideApply=true") {
 				t.Errorf("CRD %s: sync-wave %q, sync-options %q", u.GetName(), wave, u.GetAnnotations()["argocd.argoproj.io/sync-options"])
 			}
 		case "Namespace":
