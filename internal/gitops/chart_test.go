@@ -54,7 +54,14 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 // and returns its objects: the templates' and the CRDs'.
 func render(t *testing.T, ch *chartv2.Chart, namespace string, values map[string]any) []*unstructured.Unstructured {
 	t.Helper()
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "hyperfleet", Namespace: namespace, IsInstall: true}, nil)
+	return renderOn(t, ch, namespace, values, nil)
+}
+
+// renderOn renders for a cluster with caps (nil: Helm's defaults, as
+// `helm template` without --api-versions).
+func renderOn(t *testing.T, ch *chartv2.Chart, namespace string, values map[string]any, caps *common.Capabilities) []*unstructured.Unstructured {
+	t.Helper()
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "hyperfleet", Namespace: namespace, IsInstall: true}, caps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +106,11 @@ func sameObjects(t *testing.T, rendered, built []*unstructured.Unstructured) {
 		}
 	}
 	got, wantByID := gitops.ByID(rendered), gitops.ByID(want)
+	for id, g := range got {
+		if w := wantByID[id]; w != nil {
+			withoutReleaseLabels(t, g, w)
+		}
+	}
 	if g, w := gitops.SortedIDs(rendered), gitops.SortedIDs(want); !slices.Equal(g, w) {
 		t.Fatalf("the chart renders\n  %v\nthe base builds\n  %v", g, w)
 	}
@@ -171,4 +183,27 @@ func TestChartValues(t *testing.T) {
 	if want := image + ":" + ch.Metadata.AppVersion; c.Image != want {
 		t.Errorf("image %s, want %s", c.Image, want)
 	}
+}
+
+// withoutReleaseLabels removes from a rendered template the labels the chart
+// adds to the base's (Helm's standard labels), after checking they are there.
+func withoutReleaseLabels(t *testing.T, rendered, built *unstructured.Unstructured) {
+	t.Helper()
+	if rendered.GetKind() == "CustomResourceDefinition" {
+		return // crds/ is copied, not templated, by Helm
+	}
+	labels := rendered.GetLabels()
+	for _, k := range []string{"helm.sh/chart", "app.kubernetes.io/instance", "app.kubernetes.io/version", "app.kubernetes.io/managed-by", "app.kubernetes.io/name"} {
+		if labels[k] == "" {
+			t.Errorf("%s lacks the label %s", gitops.ID(rendered), k)
+		}
+		if _, inBase := built.GetLabels()[k]; !inBase {
+			delete(labels, k)
+		}
+	}
+	if len(labels) == 0 {
+		unstructured.RemoveNestedField(rendered.Object, "metadata", "labels")
+		return
+	}
+	rendered.SetLabels(labels)
 }

@@ -138,14 +138,14 @@ func TestOverlays(t *testing.T) {
 }
 
 // The base's manager has the same webhook wiring, its Secret being the one
-// the external-secrets component makes.
+// the GitHub external-secrets component makes.
 func TestBaseWebhook(t *testing.T) {
 	base := built(t, gitops.BaseDir)
 	_, c := managerContainer(t, base)
 	checkWebhook(t, base, built(t, gitops.BaseDir, externalSecretsDir), parseRunFlags(t, c.Args))
 }
 
-const externalSecretsDir = "kustomize/components/external-secrets"
+const externalSecretsDir = "kustomize/components/external-secrets/github"
 
 // checkWebhook: the receiver listens on the container's webhook port; the
 // Secret it reads is one an ExternalSecret of secrets makes, syncing the key
@@ -431,7 +431,7 @@ func TestArgoCDApplications(t *testing.T) {
 		wave := u.GetAnnotations()["argocd.argoproj.io/sync-wave"]
 		switch u.GetKind() {
 		case "CustomResourceDefinition":
-			if wave != "-1" || u.GetAnnotations()["argocd.argoproj.io/sync-options"] != "ServerSideApply=true" {
+			if wave != "-1" || !strings.Contains(u.GetAnnotations()["argocd.argoproj.io/sync-options"], "ServerSideApply=true") {
 				t.Errorf("CRD %s: sync-wave %q, sync-options %q", u.GetName(), wave, u.GetAnnotations()["argocd.argoproj.io/sync-options"])
 			}
 		case "Namespace":

@@ -24,7 +24,7 @@ import (
 	"io"
 )
 
-//go:embed machineclaim-finalizer.yaml
+//go:embed machineclaim-finalizer/machineclaim-finalizer.yaml
 var machineClaimFinalizer []byte
 
 //go:embed workload-pods.yaml
