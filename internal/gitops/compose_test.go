@@ -23,6 +23,14 @@ func TestOverlaysComposeWithEveryComponent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The namespaced component binds the manager in the namespaces it is
+	// given, which an overlay's namespace: would move into the operator's
+	// own; it is for an overlay without one, and TestNamespacedInstallation
+	// builds and runs it that way.
+	comps = slices.DeleteFunc(comps, func(c string) bool { return c == gitops.NamespacedDir })
+	if len(comps) < 5 {
+		t.Fatalf("only %d components found: %v", len(comps), comps)
+	}
 	_, base := managerContainer(t, built(t, gitops.BaseDir))
 	// A component's flags: what it adds to the base's.
 	added := map[string][]string{}
