@@ -51,13 +51,37 @@ func Parameters(t testing.TB) *gopter.TestParameters {
 	return p
 }
 
+// Stateful are the parameters of a state-machine property (gopter's
+// commands package) that drives a real API server: each case is a whole
+// sequence run against the operator, seconds rather than microseconds, so
+// by default only defaultSequences of them, each of at most maxSteps
+// commands, and a failing sequence is shrunk at most maxShrinks times (each
+// shrink attempt replays a sequence). PROPERTY_CASES overrides the number
+// of sequences as it does the cases of a pure property.
+func Stateful(t testing.TB, defaultSequences, maxSteps, maxShrinks int) *gopter.TestParameters {
+	t.Helper()
+	p := Parameters(t)
+	if os.Getenv("PROPERTY_CASES") == "" {
+		p.MinSuccessfulTests = defaultSequences
+	}
+	p.MaxSize = maxSteps
+	p.MinSize = maxSteps
+	p.MaxShrinkCount = maxShrinks
+	return p
+}
+
 // Check defines the properties with define and checks them. gopter's
 // report (the shrunk failing arguments) goes to the test log, and a failure
 // says how to replay it: the seed alone reproduces the run, since every
 // case is drawn from it in order.
 func Check(t *testing.T, define func(*gopter.Properties)) {
 	t.Helper()
-	params := Parameters(t)
+	CheckWith(t, Parameters(t), define)
+}
+
+// CheckWith is Check with parameters of the caller's (Stateful).
+func CheckWith(t *testing.T, params *gopter.TestParameters, define func(*gopter.Properties)) {
+	t.Helper()
 	props := gopter.NewProperties(params)
 	define(props)
 	var out bytes.Buffer

@@ -58,3 +58,15 @@ func remainingViolations() []string {
 	sort.Strings(out)
 	return out
 }
+
+// KstatusViolations returns, and forgets, what the kstatus check recorded
+// in namespace so far: for a test that checks it at a moment of its own
+// choosing (a state-machine property, after each settled sequence) rather
+// than only when the namespace's test ends.
+func KstatusViolations(namespace string) []string {
+	violations.Lock()
+	defer violations.Unlock()
+	v := violations.byNamespace[namespace]
+	delete(violations.byNamespace, namespace)
+	return v
+}

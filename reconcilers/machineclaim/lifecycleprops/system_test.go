@@ -1,0 +1,195 @@
+package lifecycleprops_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+)
+
+// The two clusters of every sequence and the template on each.
+const (
+	clusterPVE  = "pve"
+	clusterKV   = "kv"
+	templatePVE = "pve-ubuntu"
+	templateKV  = "kv-ubuntu"
+)
+
+// installation is the installation id of every operator instance: the one
+// the sweeper sweeps for, so an instance's successor owns what it made.
+const installation = "hf-props"
+
+// The operator's timing in the sequences: short enough that a sequence
+// settles in seconds, in the same order as production's (a claim gives up
+// before its cluster, the sweeper's grace covers a create in flight).
+const (
+	finalizationTimeout    = 15 * time.Second
+	clusterDeletionTimeout = 30 * time.Second
+	orphanGrace            = 2 * time.Second
+	leaseDuration          = 2 * time.Second
+)
+
+// system is one sequence's world: a namespace with a Proxmox cluster and a
+// KubeVirt cluster, their templates, and the operator instance that leads.
+type system struct {
+	t   *testing.T
+	ns  string
+	c   client.Client
+	pve *proxmoxsim.Server
+	op  *instance
+	// started counts instances, so each has an identity of its own: a
+	// successor must win the Lease like any candidate.
+	started int
+}
+
+func newSystem(t *testing.T) *system {
+	t.Helper()
+	s := &system{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
+	t.Logf("sequence in namespace %s:", s.ns)
+	lat := proxmoxsim.DefaultLatencies()
+	lat.Clone = 300 * time.Millisecond // long enough for a kill or a delete to land mid-clone
+	s.pve = proxmoxsim.New(proxmoxsim.Options{Latencies: lat, ErrorLog: log.New(io.Discard, "", 0)})
+	if err := s.pve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	s.pve.AddTemplate("pve1", hypervisorlab.TemplateVMID, "ubuntu-24.04", map[string]string{
+		"scsi0": "local-lvm:base-9000-disk-0,size=10G", "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
+		"ide2": "local-lvm:vm-9000-cloudinit,media=cdrom", "cores": "1", "memory": "1024", "boot": "order=scsi0;ide2;net0",
+	})
+	tokenID, secret := s.pve.APIToken()
+	creds := map[string]string{meta.CredentialsLabel: "true"}
+	vmid := int32(hypervisorlab.TemplateVMID)
+	every := &metav1.Duration{Duration: time.Second}
+	for _, o := range []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Labels: creds},
+			StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-ca", Labels: creds},
+			Data: map[string][]byte{"ca.crt": s.pve.CACertPEM()}},
+		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterPVE}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: s.pve.URL(),
+			CredentialsRef:      &meta.LocalObjectReference{Name: "pve-token"},
+			TLS:                 &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "pve-ca", Key: "ca.crt"}},
+			HealthCheckInterval: every,
+			Proxmox:             &hypervisorv1alpha1.ProxmoxClusterSpec{DefaultBridge: "vmbr0", MaxConcurrentClonesPerNode: 8, MaxConcurrentClonesPerStorage: 8},
+		}},
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: templatePVE}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: clusterPVE},
+			CloudInit:  &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu", SSHAuthorizedKeys: []string{hypervisorlab.SSHKey}},
+			Proxmox:    &hypervisorv1alpha1.ProxmoxTemplateSpec{Source: hypervisorv1alpha1.ProxmoxSource{VMID: &vmid}},
+		}},
+		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterKV}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider: hypervisorv1alpha1.ProviderKubeVirt, HealthCheckInterval: every,
+		}},
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: templateKV}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: clusterKV},
+			CloudInit:  &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu", SSHAuthorizedKeys: []string{hypervisorlab.SSHKey}},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(hypervisorlab.KubeVirtVM)}},
+		}},
+	} {
+		o.SetNamespace(s.ns)
+		if err := s.c.Create(context.Background(), o); err != nil {
+			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
+		}
+	}
+	s.op = s.start()
+	return s
+}
+
+// destroy ends the sequence: the operator goes away and the simulator with
+// it. What the sequence left in its namespace stays there, unwatched: the
+// next sequence's operator watches only its own namespace.
+func (s *system) destroy() {
+	if s.op != nil {
+		s.op.stop()
+	}
+	s.pve.Close()
+}
+
+// instance is one operator process: its API calls go through a transport
+// that fails every request once it is killed, since a dead process sends
+// nothing, so no write of a killed instance lands afterwards.
+type instance struct {
+	identity string
+	dead     *atomic.Bool
+	cancel   context.CancelFunc
+	done     chan error
+}
+
+type killableTransport struct {
+	dead *atomic.Bool
+	base http.RoundTripper
+}
+
+func (k killableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if k.dead.Load() {
+		return nil, errors.New("process killed")
+	}
+	return k.base.RoundTrip(r)
+}
+
+// start runs a new operator instance, wired as the product wires it
+// (internal/manager), with leader election on and only the sequence's
+// namespace watched.
+func (s *system) start() *instance {
+	s.t.Helper()
+	s.started++
+	in := &instance{identity: fmt.Sprintf("op-%d", s.started), dead: &atomic.Bool{}, done: make(chan error, 1)}
+	cfg := testenv.Config()
+	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return killableTransport{dead: in.dead, base: rt} }
+	mgr, err := manager.New(cfg, manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0",
+		OperatorNamespace: s.ns, Namespaces: []string{s.ns}, InstallationID: installation,
+		LeaderElect: true, LeaderElectionID: "hyperfleet-leader", LeaderElectionNamespace: s.ns, Identity: in.identity,
+		LeaseDuration: leaseDuration, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+		ObserveInterval: time.Second, FinalizationTimeout: finalizationTimeout, ClusterDeletionTimeout: clusterDeletionTimeout,
+		OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: orphanGrace,
+		ReconcileTimeout: 30 * time.Second,
+		Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
+			manager.ControllerMachineClaim, manager.ControllerOrphans},
+		SkipControllerNameValidation: true,
+	})
+	if err != nil {
+		s.t.Fatalf("building operator %s: %v", in.identity, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	in.cancel = cancel
+	go func() { in.done <- mgr.Start(ctx) }()
+	return in
+}
+
+// kill makes the instance go silent at once, holding its Lease until it
+// expires, as a process killed by the kernel does; then reaps it.
+func (in *instance) kill() {
+	in.dead.Store(true)
+	in.wait()
+}
+
+// stop ends the instance as a SIGTERM does: it releases its Lease, so a
+// standby takes over at its next try.
+func (in *instance) stop() { in.wait() }
+
+func (in *instance) wait() {
+	in.cancel()
+	select {
+	case err := <-in.done:
+		_ = err // a killed instance's error (its API calls fail) is expected
+	case <-time.After(time.Minute):
+	}
+}
