@@ -125,6 +125,11 @@ chaos: controlplane ## Failover figures: two `hyperfleet run` processes, the lea
 chart: ## Generate the Helm chart (charts/hyperfleet) and Argo CD's health checks (argocd/argocd-cm-patch.yaml) from kustomize/.
 	$(GO) run ./hack/chartgen
 
+IMAGE ?= ghcr.io/hyperfleet/hyperfleet:main
+.PHONY: install-yaml
+install-yaml: ## Render the one-file install (install.yaml: the base with the manager on IMAGE), as every release attaches it.
+	$(GO) run ./hack/installyaml -image '$(IMAGE)' > install.yaml
+
 .PHONY: alerts
 alerts: ## promtool check and unit-test alerts/ (hack/promtool.sh installs Debian's prometheus package when promtool is missing).
 	PROMTOOL="$$(hack/promtool.sh --path)" $(GO) test -count=1 ./alerts/

@@ -65,6 +65,14 @@ if ! go run ./hack/mdlinks; then
   exit 1
 fi
 
+# Nothing pinned that does not exist: an image digest or version tag no
+# release recorded (hack/releases.yaml), a Git revision that is not main or
+# a release tag of this repository (hack/pins prints each file:line).
+if ! go run ./hack/pins; then
+  echo "verify: a manifest pins an image or revision that does not exist (above; docs/install.md, \"Before the first release\")" >&2
+  exit 1
+fi
+
 # Numbers of work sessions or issues outside this repository mean nothing to
 # a reader: a figure keeps its date and command instead. Links to other
 # projects' issues (…/issues/2707) do not match.
@@ -74,4 +82,4 @@ if [ -n "$numbered" ]; then
   echo "$numbered" >&2
   exit 1
 fi
-echo "verify: generated files, go.mod/go.sum, formatting and import direction are up to date; Markdown links resolve"
+echo "verify: generated files, go.mod/go.sum, formatting and import direction are up to date; Markdown links resolve; every pin exists"

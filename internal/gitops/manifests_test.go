@@ -36,9 +36,12 @@ var environments = map[string]struct {
 	image      *regexp.Regexp
 	monitoring bool
 }{
-	"dev":     {1, "debug", "hyperfleet-dev", regexp.MustCompile(`^` + image + `:[\w][\w.-]*$`), false},
-	"staging": {1, "info", "hyperfleet-staging", regexp.MustCompile(`^` + image + `:v\d+\.\d+\.\d+$`), true},
-	"prod":    {2, "info", "hyperfleet-prod", regexp.MustCompile(`^` + image + `@sha256:[0-9a-f]{64}$`), true},
+	"dev": {1, "debug", "hyperfleet-dev", regexp.MustCompile(`^` + image + `:[\w][\w.-]*$`), false},
+	// Staging follows main or a release tag, prod main (before the first
+	// release) or a release's digest; hack/pins (make verify) checks that
+	// the tag or digest is a release's.
+	"staging": {1, "info", "hyperfleet-staging", regexp.MustCompile(`^` + image + `:(main|v\d+\.\d+\.\d+)$`), true},
+	"prod":    {2, "info", "hyperfleet-prod", regexp.MustCompile(`^` + image + `(:main|@sha256:[0-9a-f]{64})$`), true},
 }
 
 // The credentials each overlay syncs: ExternalSecret (and Secret) name → keys.

@@ -10,6 +10,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -138,6 +139,15 @@ func (r *Reconciler) resolve(ctx context.Context, s *scope) (skeleton.Result, er
 		return skeleton.StopAndRequeue(time.Minute), nil
 	}
 	if !cluster.DeletionTimestamp.IsZero() && c.Status.MachineName == "" {
+		begun, err := r.machineBegun(ctx, s)
+		if err != nil {
+			return skeleton.Stop(), err
+		}
+		if begun {
+			// The cache was behind this claim's own checkpoint: go on with
+			// the machine, as the claim as stored says.
+			return r.resolve(ctx, s)
+		}
 		// No machine was begun on it: a new one would outlive the cluster
 		// that can delete it. A claim that has one goes on, so its machine
 		// can still be observed and deleted.
@@ -155,6 +165,28 @@ func (r *Reconciler) resolve(ctx context.Context, s *scope) (skeleton.Result, er
 	s.template, s.cluster, s.provider = t, cluster, p
 	c.Status.ClusterName, c.Status.Provider = cluster.Name, cluster.Spec.Provider
 	return skeleton.Continue(), nil
+}
+
+// machineBegun reads the claim as stored, past the cache, before it gives
+// up a machine for good because its cluster is being deleted: a reconcile
+// that runs before the cache has this claim's own checkpoint (the reference
+// recorded, the create call made) would otherwise see no machine, stop
+// making it, and leave a half-made VM that the deleting cluster, counting
+// the claim's machine as gone, strands when it is released. When the
+// stored claim has a machine, its status becomes the reconcile's, and the
+// base of its status write, so nothing older is written over it.
+func (r *Reconciler) machineBegun(ctx context.Context, s *scope) (bool, error) {
+	stored := &hypervisorv1alpha1.MachineClaim{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.claim), stored); err != nil {
+		return false, fmt.Errorf("reading the claim as stored before giving up its machine: %w", err)
+	}
+	if stored.Status.MachineName == "" {
+		return false, nil
+	}
+	s.claim.Status = *stored.Status.DeepCopy()
+	s.claim.ResourceVersion = stored.ResourceVersion
+	s.patch.Rebase()
+	return true, nil
 }
 
 // deadlines retires a machine not Ready within the provisioning timeout,

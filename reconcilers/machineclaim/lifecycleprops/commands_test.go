@@ -251,6 +251,21 @@ func (c fault) Run(sut commands.SystemUnderTest) commands.Result {
 func (c fault) NextState(st commands.State) commands.State { return advanced(st, nil) }
 func (c fault) String() string                             { return fmt.Sprintf("Proxmox: %s ×%d", pveFaults[c.i].name, c.times) }
 
+// timePasses moves the claims' clock past every join token's lifetime: a
+// machine that has not attested by then is retired, and its SPIRE entry
+// and join token must go with it.
+type timePasses struct{ step }
+
+func (timePasses) Run(sut commands.SystemUnderTest) commands.Result {
+	s := sys(sut)
+	s.t.Logf("  %s", timePasses{})
+	s.clock.Step(s.t, tokenTTL+time.Second)
+	return s.twinCheck()
+}
+
+func (timePasses) NextState(st commands.State) commands.State { return advanced(st, nil) }
+func (timePasses) String() string                             { return "the join tokens' lifetime passes" }
+
 // restart kills the leader without a word, as the kernel kills a process,
 // and starts its successor at once: the successor waits out the Lease.
 type restart struct{ step }
@@ -320,7 +335,8 @@ func (settle) Run(sut commands.SystemUnderTest) commands.Result {
 
 func (settle) PostCondition(st commands.State, result commands.Result) *gopter.PropResult {
 	s := result.(*system)
-	deadline := time.Now().Add(settleTimeout)
+	start := time.Now()
+	deadline := start.Add(settleTimeout)
 	var v []string
 	for {
 		v = s.settledViolations(st.(model))
@@ -329,6 +345,7 @@ func (settle) PostCondition(st commands.State, result commands.Result) *gopter.P
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
+	s.t.Logf("  settled in %s: %s", time.Since(start).Round(100*time.Millisecond), s.census())
 	for _, k := range testenv.KstatusViolations(s.ns) {
 		v = append(v, "kstatus: "+k)
 	}
@@ -348,9 +365,10 @@ func genCommand(maxSteps int) func(commands.State) gopter.Gen {
 		}
 		name := fmt.Sprintf("c%d", m.next)
 		gens := []gen.WeightedGen{
-			{Weight: 6, Gen: gen.IntRange(0, 3).Map(func(i int) commands.Command {
-				return createClaim{claim: claimRef{name: name, template: []string{templatePVE, templateKV}[i%2], userData: i >= 2}}
+			{Weight: 6, Gen: gen.IntRange(0, 5).Map(func(i int) commands.Command {
+				return createClaim{claim: claimRef{name: name, template: []string{templatePVE, templateKV, templateAttested}[i%3], userData: i >= 3}}
 			})},
+			{Weight: 1, Gen: gen.Const(commands.Command(timePasses{}))},
 			{Weight: 3, Gen: gen.IntRange(1, 6).Map(func(i int) commands.Command {
 				return pause{d: time.Duration(i) * 400 * time.Millisecond}
 			})},

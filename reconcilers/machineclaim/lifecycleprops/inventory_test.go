@@ -6,22 +6,29 @@ import (
 	"regexp"
 	"sort"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
 )
 
 // What the operator writes on a Proxmox VM and names its ISOs, read here
 // from the simulator's own state, independently of the operator's code.
+// (providers/proxmox/ownership.go: the description lines are written by the
+// clone itself, the tags when the VM is configured afterwards).
 var (
-	pveOwnerTag = regexp.MustCompile(`^hf-owner-([0-9a-f-]+)$`)
-	userDataISO = regexp.MustCompile(`^(?:user-data-(\d+)|hf-cloudinit-[a-z0-9-]+-(\d+))\.iso$`)
+	pveOwnerTag  = regexp.MustCompile(`^hf-owner-([0-9a-f-]+)$`)
+	pveOwnerLine = regexp.MustCompile(`(?m)^hyperfleet-owner-uid: ([0-9a-fA-F-]+)\s*$`)
+	userDataISO  = regexp.MustCompile(`^(?:user-data-(\d+)|hf-cloudinit-[a-z0-9-]+-(\d+))\.iso$`)
 )
 
 // machine is one machine either hypervisor holds, whoever made it.
@@ -31,10 +38,11 @@ type machine struct {
 	vmid    int
 	owner   string // the owner UID it carries; empty for none
 	running bool
+	lock    string // a Proxmox VM's config lock ("clone" mid-clone)
 }
 
 func (m machine) String() string {
-	return fmt.Sprintf("%s(owner %q, running %t)", m.name, m.owner, m.running)
+	return fmt.Sprintf("%s(owner %q, running %t, lock %q)", m.name, m.owner, m.running, m.lock)
 }
 
 // machines is every machine of the sequence: every Proxmox VM but the
@@ -52,6 +60,10 @@ func (s *system) machines(ctx context.Context) ([]machine, error) {
 				m.owner = g[1]
 			}
 		}
+		if g := pveOwnerLine.FindStringSubmatch(vm.Description); g != nil && m.owner == "" {
+			m.owner = strings.ToLower(g[1])
+		}
+		m.lock = vm.Lock
 		out = append(out, m)
 	}
 	vms := &kubevirtv1.VirtualMachineList{}
@@ -164,7 +176,8 @@ func (s *system) settledViolations(m model) []string {
 			}
 		}
 	}
-	out = append(out, s.secretLeaks(ctx, liveUIDs, byOwner)...)
+	out = append(out, s.secretLeaks(ctx, byName, liveUIDs, byOwner)...)
+	out = append(out, s.spireLeaks(ctx, claims.Items, byOwner)...)
 
 	// A deleted cluster with no machine left on it is released.
 	for _, cluster := range m.deletedClusters {
@@ -190,6 +203,11 @@ func (s *system) settledViolations(m model) []string {
 // deleted before it began a machine (it waits, and begins none).
 func claimMatchesMachine(mc *hypervisorv1alpha1.MachineClaim, own []machine, clusterDeleted bool) []string {
 	state := hypervisorlab.Describe(mc.Status.Phase, mc.Status.Conditions)
+	// Whatever it says, the operator must have said it about this spec: a
+	// claim it never looked at has settled nothing.
+	if ready := apimeta.FindStatusCondition(mc.Status.Conditions, meta.ReadyCondition); ready == nil || ready.ObservedGeneration != mc.Generation {
+		return []string{fmt.Sprintf("claim %s has no Ready condition for generation %d yet: %s", mc.Name, mc.Generation, state)}
+	}
 	switch mc.Status.Phase {
 	case hypervisorv1alpha1.MachineReady:
 		if len(own) != 1 {
@@ -214,7 +232,7 @@ func claimMatchesMachine(mc *hypervisorv1alpha1.MachineClaim, own []machine, clu
 	if clusterDeleted && len(own) == 0 && mc.Status.VMID == nil && mc.Status.MachineName == "" {
 		return nil
 	}
-	return []string{fmt.Sprintf("claim %s has not settled: %s; machines %v", mc.Name, state, own)}
+	return []string{fmt.Sprintf("claim %s has not settled: %s; VMID %s, machine %q; machines %v", mc.Name, state, vmidOf(mc), mc.Status.MachineName, own)}
 }
 
 func vmidOf(mc *hypervisorv1alpha1.MachineClaim) string {
@@ -225,15 +243,21 @@ func vmidOf(mc *hypervisorv1alpha1.MachineClaim) string {
 }
 
 // secretLeaks: every cloud-init Secret the KubeVirt provider made belongs
-// to a live claim that has its machine, and no Secret a claim controls
-// outlives the claim.
-func (s *system) secretLeaks(ctx context.Context, liveUIDs map[string]bool, byOwner map[string][]machine) []string {
+// to a live claim that has its machine, so does every claim's join-token
+// Secret, and no Secret a claim controls outlives the claim.
+func (s *system) secretLeaks(ctx context.Context, byName map[string]*hypervisorv1alpha1.MachineClaim, liveUIDs map[string]bool, byOwner map[string][]machine) []string {
 	secrets := &corev1.SecretList{}
 	if err := s.c.List(ctx, secrets, client.InNamespace(s.ns)); err != nil {
 		return []string{"listing Secrets: " + err.Error()}
 	}
 	var out []string
 	for _, sec := range secrets.Items {
+		if name, ok := strings.CutSuffix(sec.Name, "-attestation"); ok {
+			if mc := byName[name]; mc == nil || len(byOwner[string(mc.UID)]) == 0 {
+				out = append(out, fmt.Sprintf("leaked join-token Secret %s: its claim is gone or has no machine", sec.Name))
+			}
+			continue
+		}
 		if sec.Labels[kubevirt.LabelManaged] == "true" {
 			owner := sec.Labels[kubevirt.LabelOwnerUID]
 			if !liveUIDs[owner] || len(byOwner[owner]) == 0 {
@@ -248,4 +272,52 @@ func (s *system) secretLeaks(ctx context.Context, liveUIDs map[string]bool, byOw
 		}
 	}
 	return out
+}
+
+// spireLeaks: every SPIRE entry of the installation is a live claim's that
+// has its machine; a claim that ended, or is gone, has none left.
+func (s *system) spireLeaks(ctx context.Context, claims []hypervisorv1alpha1.MachineClaim, byOwner map[string][]machine) []string {
+	entries, err := s.spire.Client(installation).ListEntries(ctx)
+	if err != nil {
+		return []string{"listing SPIRE entries: " + err.Error()}
+	}
+	live := map[string]bool{}
+	for _, mc := range claims {
+		if mc.DeletionTimestamp.IsZero() {
+			live[string(mc.UID)] = true
+		}
+	}
+	var out []string
+	for _, e := range entries {
+		m, _, err := spire.ParseID(e.SPIFFEID)
+		if err != nil {
+			continue // not a machine's entry (the credential endpoint's own)
+		}
+		if !live[m.UID] || len(byOwner[m.UID]) == 0 {
+			out = append(out, fmt.Sprintf("leaked SPIRE entry %s of claim %s (UID %s) without a machine", e.ID, m.Name, m.UID))
+		}
+	}
+	return out
+}
+
+// census is what the sequence left, in one line: claims by phase, machines
+// by cluster, SPIRE entries.
+func (s *system) census() string {
+	ctx := context.Background()
+	phases := map[string]int{}
+	claims := &hypervisorv1alpha1.MachineClaimList{}
+	if err := s.c.List(ctx, claims, client.InNamespace(s.ns)); err == nil {
+		for _, mc := range claims.Items {
+			phases[string(mc.Status.Phase)]++
+		}
+	}
+	perCluster := map[string]int{}
+	if ms, err := s.machines(ctx); err == nil {
+		for _, m := range ms {
+			perCluster[m.cluster]++
+		}
+	}
+	entries, _ := s.spire.Client(installation).ListEntries(ctx)
+	return fmt.Sprintf("claims by phase %v, machines by cluster %v, %d SPIRE entries, %d join tokens minted",
+		phases, perCluster, len(entries), len(s.spire.MintedTokens()))
 }

@@ -20,8 +20,10 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
+	"github.com/hyperfleet/hyperfleet/internal/sim/spirefake"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
+	"github.com/hyperfleet/hyperfleet/providers/spire"
 )
 
 // The two clusters of every sequence and the template on each.
@@ -30,6 +32,15 @@ const (
 	clusterKV   = "kv"
 	templatePVE = "pve-ubuntu"
 	templateKV  = "kv-ubuntu"
+	// templateAttested's machines attest to SPIRE with a join token.
+	templateAttested = "pve-attested"
+)
+
+// trustDomain is the fake SPIRE server's; tokenTTL the attested template's
+// join-token lifetime (the schema's least).
+const (
+	trustDomain = "props.example.org"
+	tokenTTL    = time.Minute
 )
 
 // installation is the installation id of every operator instance: the one
@@ -53,7 +64,11 @@ type system struct {
 	ns  string
 	c   client.Client
 	pve *proxmoxsim.Server
-	op  *instance
+	// spire is the sequence's SPIRE server; clock tells the claims' and the
+	// credential endpoint's deadlines, stepped by the "time passes" step.
+	spire *spirefake.Server
+	clock *testenv.SteppedClock
+	op    *instance
 	// started counts instances, so each has an identity of its own: a
 	// successor must win the Lease like any candidate.
 	started int
@@ -61,7 +76,7 @@ type system struct {
 
 func newSystem(t *testing.T) *system {
 	t.Helper()
-	s := &system{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
+	s := &system{t: t, ns: testenv.Namespace(t), c: testenv.Client(), spire: spirefake.NewServer(trustDomain), clock: &testenv.SteppedClock{}}
 	t.Logf("sequence in namespace %s:", s.ns)
 	lat := proxmoxsim.DefaultLatencies()
 	lat.Clone = 300 * time.Millisecond // long enough for a kill or a delete to land mid-clone
@@ -93,6 +108,14 @@ func newSystem(t *testing.T) *system {
 			ClusterRef: meta.LocalObjectReference{Name: clusterPVE},
 			CloudInit:  &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu", SSHAuthorizedKeys: []string{hypervisorlab.SSHKey}},
 			Proxmox:    &hypervisorv1alpha1.ProxmoxTemplateSpec{Source: hypervisorv1alpha1.ProxmoxSource{VMID: &vmid}},
+		}},
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: templateAttested}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: clusterPVE},
+			CloudInit:  &hypervisorv1alpha1.CloudInitConfig{User: "ubuntu", SSHAuthorizedKeys: []string{hypervisorlab.SSHKey}},
+			Proxmox:    &hypervisorv1alpha1.ProxmoxTemplateSpec{Source: hypervisorv1alpha1.ProxmoxSource{VMID: &vmid}},
+			Attestation: &hypervisorv1alpha1.AttestationConfig{Method: hypervisorv1alpha1.AttestationJoinToken,
+				SPIRE: &hypervisorv1alpha1.SPIREConfig{ServerAddress: "spire.props.example.org:8081", TrustDomain: trustDomain,
+					TokenTTL: &metav1.Duration{Duration: tokenTTL}}},
 		}},
 		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: clusterKV}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
 			Provider: hypervisorv1alpha1.ProviderKubeVirt, HealthCheckInterval: every,
@@ -158,6 +181,12 @@ func (s *system) start() *instance {
 		OperatorNamespace: s.ns, Namespaces: []string{s.ns}, InstallationID: installation,
 		LeaderElect: true, LeaderElectionID: "hyperfleet-leader", LeaderElectionNamespace: s.ns, Identity: in.identity,
 		LeaseDuration: leaseDuration, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+		MachineClaimClock: s.clock,
+		// Attesting templates register their machines on the sequence's
+		// fake SPIRE server.
+		Attestation: manager.AttestationOptions{AdminSocket: "/run/spire/admin.sock", TrustDomain: trustDomain,
+			EndpointAddr: "127.0.0.1:0", EndpointURL: "https://credentials.props.example.org:9444",
+			Dial: func(_, _, installation string) (spire.Server, error) { return s.spire.Client(installation), nil }},
 		ObserveInterval: time.Second, FinalizationTimeout: finalizationTimeout, ClusterDeletionTimeout: clusterDeletionTimeout,
 		OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: orphanGrace,
 		ReconcileTimeout: 30 * time.Second,
