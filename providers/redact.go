@@ -2,11 +2,14 @@ package providers
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/go-logr/logr"
 )
 
 // redacted replaces a credential an endpoint sent back.
@@ -83,3 +86,36 @@ func credentialPieces(h http.Header) []string {
 	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
 }
+
+// WithoutBodies is ctx with its logger capped below verbosity 8, where
+// client-go logs whole request and response bodies (a Secret's data, in
+// JSON or as a hex dump of protobuf). Every read and write of a Secret goes
+// through it, so no verbosity the operator is run at puts Secret bytes in
+// its log.
+func WithoutBodies(ctx context.Context) context.Context {
+	sink := logr.FromContextOrDiscard(ctx).GetSink()
+	if sink == nil {
+		return logr.NewContext(ctx, logr.Discard())
+	}
+	return logr.NewContext(ctx, logr.New(cappedSink{LogSink: sink}))
+}
+
+// bodyLevel is the verbosity at which client-go logs bodies.
+const bodyLevel = 8
+
+// cappedSink drops messages at bodyLevel and above.
+type cappedSink struct{ logr.LogSink }
+
+func (c cappedSink) Enabled(level int) bool { return level < bodyLevel && c.LogSink.Enabled(level) }
+
+func (c cappedSink) Info(level int, msg string, kv ...any) {
+	if level < bodyLevel {
+		c.LogSink.Info(level, msg, kv...)
+	}
+}
+
+func (c cappedSink) WithValues(kv ...any) logr.LogSink {
+	return cappedSink{c.LogSink.WithValues(kv...)}
+}
+
+func (c cappedSink) WithName(name string) logr.LogSink { return cappedSink{c.LogSink.WithName(name)} }

@@ -14,7 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -191,6 +193,15 @@ func echo(t *testing.T) *httptest.Server {
 	return s
 }
 
+// quiet is the context of the tests' own API calls: client-go logs request
+// and response bodies (a Secret's data among them) at verbosity 8 through
+// the context's logger, else klog's, which this package captures as the
+// operator's log. What the tests themselves send is not the operator's to
+// keep out of its log.
+func quiet() context.Context {
+	return klog.NewContext(context.Background(), logr.Discard())
+}
+
 // refusedAddress is a loopback address nothing listens on: a connection to
 // it is refused.
 func refusedAddress(t testing.TB) string {
@@ -207,8 +218,11 @@ func refusedAddress(t testing.TB) string {
 // as it is, JSON-escaped once or twice (everything searched is JSON or a
 // log line that quotes), Go-quoted, in base64 at any alignment (a value
 // encoded with text before it), and every 16-byte window of it with enough
-// distinct bytes not to be found by chance (a leak of a part).
-func needles(marker string) [][]byte {
+// distinct bytes not to be found by chance (a leak of a part; at most
+// maxWindows of them, spread over the marker, so a marker of kilobytes
+// costs no more to search for than a short one). With whole, only the
+// marker itself, escaped.
+func needles(marker string, whole bool) [][]byte {
 	var out [][]byte
 	seen := map[string]bool{}
 	add := func(s string) {
@@ -225,6 +239,9 @@ func needles(marker string) [][]byte {
 	for _, f := range escaped(marker) {
 		add(f)
 	}
+	if whole {
+		return out
+	}
 	for _, enc := range []*base64.Encoding{base64.StdEncoding, base64.URLEncoding} {
 		add(enc.EncodeToString([]byte(marker)))
 		for shift := 0; shift < 3 && shift < len(marker); shift++ {
@@ -237,15 +254,17 @@ func needles(marker string) [][]byte {
 			}
 		}
 	}
-	const window, stride = 16, 8
+	const window, maxWindows = 16, 24
+	stride := max(8, (len(marker)-window)/maxWindows+1)
 	for i := 0; i+window <= len(marker); i += stride {
 		w := marker[i : i+window]
 		if distinct(w) < 8 {
 			continue
 		}
-		for _, f := range escaped(w) {
-			add(f)
-		}
+		once := jsonString(w, true)
+		add(w)
+		add(once)
+		add(jsonString(once, true))
 	}
 	return out
 }
@@ -267,10 +286,10 @@ func distinct(s string) int {
 }
 
 // leaks searches every HyperFleet object, Event and ConfigMap of the
-// cluster, the operator's whole log and every metric for each marker
-// (markers: what it is → its bytes) in any of its forms (needles), and
-// says where each was found.
-func leaks(ctx context.Context, t testing.TB, markers map[string]string) []string {
+// cluster, the operator's log from the offset logFrom on and every metric
+// for each marker (markers: what it is → its bytes) in any of its forms
+// (needles), and says where each was found.
+func leaks(ctx context.Context, t testing.TB, markers map[string]string, logFrom int) []string {
 	t.Helper()
 	type searched struct {
 		place string
@@ -286,7 +305,7 @@ func leaks(ctx context.Context, t testing.TB, markers map[string]string) []strin
 		data, _ := json.Marshal(list)
 		texts = append(texts, searched{fmt.Sprintf("%T", list), data})
 	}
-	texts = append(texts, searched{"the operator's log", []byte(logs.String())})
+	texts = append(texts, searched{"the operator's log", logs.Since(logFrom)})
 	families, err := ctrlmetrics.Registry.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +315,7 @@ func leaks(ctx context.Context, t testing.TB, markers map[string]string) []strin
 
 	var where []string
 	for what, m := range markers {
-		forms := needles(m)
+		forms := needles(m, false)
 		for _, s := range texts {
 			for _, n := range forms {
 				if i := bytes.Index(s.text, n); i >= 0 {

@@ -104,7 +104,7 @@ func genTenantObject() gopter.Gen {
 // other tenant's hypervisor — and leaves the other tenant's objects as they
 // were.
 func TestPropertyTenantObjectsStayInTheirNamespace(t *testing.T) {
-	ctx := context.Background()
+	ctx := quiet()
 	a := hypervisorlab.Proxmox(t)
 	githubToken := githubSim.PAT()
 	a.Create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "gh-token", Labels: map[string]string{meta.CredentialsLabel: "true"}},
@@ -130,10 +130,13 @@ func TestPropertyTenantObjectsStayInTheirNamespace(t *testing.T) {
 		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}},
 		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: otherTemplate}},
 	} {
-		b.WaitReason(obj.(interface {
-			client.Object
-			meta.ConditionsAccessor
-		}), meta.SucceededReason, 30*time.Second)
+		eventually.That(t, 30*time.Second, func() (bool, string) {
+			if err := b.Get(obj); err != nil {
+				return false, err.Error()
+			}
+			ready := hypervisorlab.ReadyCondition(obj.(meta.ConditionsAccessor).GetConditions())
+			return ready.Status == metav1.ConditionTrue, fmt.Sprintf("%T %s: Ready %s %s: %s", obj, obj.GetName(), ready.Status, ready.Reason, ready.Message)
+		})
 	}
 	var cases atomic.Int32
 	proptest.CheckCostly(t, namespaceCases, func(p *gopter.Properties) {

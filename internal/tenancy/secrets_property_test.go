@@ -1,6 +1,7 @@
 package tenancy_test
 
 import (
+	"bytes"
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
@@ -172,23 +173,41 @@ func genFailurePath() gopter.Gen {
 // sequence of the Secret's value (whole, a 16-byte window of it, escaped
 // or in base64) is in any object, Event, log line or metric.
 func TestPropertySecretBytesNeverLeaveTheirSecret(t *testing.T) {
-	ctx := context.Background()
+	ctx := quiet()
 	l := hypervisorlab.Proxmox(t).AsTenant()
 	nonce := make([]byte, 4)
 	_, _ = crand.Read(nonce)
 	var cases atomic.Int32
+	logStart := logs.Len()
+	all := map[string]string{}
 	proptest.CheckCostly(t, secretCases, func(p *gopter.Properties) {
 		p.Property("every failure is reported and no Secret byte leaves its Secret", prop.ForAll(
 			func(paths []failurePath) string {
 				n := cases.Add(1)
-				run := &secretCase{ctx: ctx, t: t, l: l, prefix: fmt.Sprintf("p%d", n),
+				run := &secretCase{ctx: ctx, t: t, l: l, prefix: fmt.Sprintf("p%d", n), logFrom: logs.Len(),
 					core: fmt.Sprintf("MRK%s%02d", hex.EncodeToString(nonce), n), markers: map[string]string{}}
 				defer run.cleanup()
-				return run.check(paths)
+				msg := run.check(paths)
+				for what, m := range run.markers {
+					all[fmt.Sprintf("case %d: %s", n, what)] = m
+				}
+				return msg
 			},
 			gen.SliceOfN(pathsPerCase, genFailurePath()),
 		))
 	})
+	// Every case searched the log of its own time; the log of the whole
+	// run, with what each case's objects logged after it, is searched for
+	// every marker whole.
+	text := logs.Since(logStart)
+	for what, m := range all {
+		for _, n := range needles(m, true) {
+			if i := bytes.Index(text, n); i >= 0 {
+				t.Errorf("Secret bytes left their Secret: the operator's log (%s, as %q in …%s…)", what, n, excerpt(text, i, len(n)))
+				break
+			}
+		}
+	}
 }
 
 // secretCase is one generated case: its objects, servers and markers.
@@ -202,6 +221,7 @@ type secretCase struct {
 	created  []client.Object
 	closers  []func()
 	failures []client.Object
+	logFrom  int
 }
 
 func (c *secretCase) cleanup() {
@@ -260,7 +280,7 @@ func (c *secretCase) check(paths []failurePath) string {
 		}
 	}
 	time.Sleep(time.Second) // a few more reconciles, and their log lines
-	if where := leaks(c.ctx, c.t, c.markers); len(where) > 0 {
+	if where := leaks(c.ctx, c.t, c.markers, c.logFrom); len(where) > 0 {
 		return "Secret bytes left their Secret: " + strings.Join(where, "; ")
 	}
 	return ""
@@ -278,11 +298,16 @@ func (c *secretCase) drive(name string, p failurePath) error {
 		if err := c.secret(name, creds); err != nil {
 			return err
 		}
+		pve := &hypervisorv1alpha1.HypervisorCluster{}
+		if err := c.l.C.Get(c.ctx, client.ObjectKey{Namespace: c.l.NS, Name: "pve"}, pve); err != nil {
+			return err
+		}
 		cluster := &hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: hypervisorv1alpha1.HypervisorClusterSpec{
 				Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: c.endpoint(p) + "/api2/json",
 				CredentialsRef:      &meta.LocalObjectReference{Name: name},
 				HealthCheckInterval: &metav1.Duration{Duration: time.Second},
+				Proxmox:             pve.Spec.Proxmox.DeepCopy(),
 			}}
 		if p.Mode != modeTLS {
 			cluster.Spec.TLS = &hypervisorv1alpha1.TLSConfig{InsecureSkipVerify: true}
