@@ -3,8 +3,10 @@ package providers
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -56,13 +58,34 @@ func (t *RedactingTransport) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 // credentialPieces are the values of the request's credential headers, and
-// their parts after a scheme ("Bearer x") or a name ("PVEAPIToken=id=x"),
-// longest first so a whole value is replaced before its parts.
+// their parts after a scheme ("Bearer x") or after any "=" of a name
+// ("PVEAPIToken=id=x", where x may itself hold "=", as base64 does), each
+// also as a JSON string, a Go-quoted string and URL-encoded carry it (an
+// endpoint that echoes a credential in a JSON message escapes its quotes,
+// backslashes and HTML characters), longest first so a whole value is
+// replaced before its parts.
 func credentialPieces(h http.Header) []string {
 	var out []string
+	seen := map[string]bool{}
+	addForm := func(s string) {
+		if len(s) >= minSecret && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
 	add := func(s string) {
 		if s = strings.TrimSpace(s); len(s) >= minSecret {
-			out = append(out, s)
+			addForm(s)
+			for _, escapeHTML := range []bool{true, false} {
+				var b bytes.Buffer
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(escapeHTML)
+				_ = enc.Encode(s)
+				addForm(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(b.String(), "\n"), `"`), `"`))
+			}
+			addForm(strings.Trim(strconv.Quote(s), `"`))
+			addForm(url.QueryEscape(s))
+			addForm(url.PathEscape(s))
 		}
 	}
 	for _, name := range []string{"Authorization", "Cookie", "Apikey", "CSRFPreventionToken"} {
@@ -71,8 +94,10 @@ func credentialPieces(h http.Header) []string {
 			if _, rest, ok := strings.Cut(v, " "); ok {
 				add(rest)
 			}
-			if i := strings.LastIndexByte(v, '='); i >= 0 {
-				add(v[i+1:])
+			for i := range len(v) {
+				if v[i] == '=' {
+					add(v[i+1:])
+				}
 			}
 			for _, part := range strings.Split(v, ";") {
 				if _, val, ok := strings.Cut(part, "="); ok {
