@@ -79,7 +79,7 @@ type tenantObject struct {
 func genRef() gopter.Gen {
 	return gen.Weighted([]gen.WeightedGen{
 		{Weight: 1, Gen: gen.Const(-1)},
-		{Weight: 3, Gen: gen.IntRange(0, len(hostileRefs)-1)},
+		{Weight: 2, Gen: gen.IntRange(0, len(hostileRefs)-1)},
 	})
 }
 
@@ -195,10 +195,19 @@ func (c *namespaceCase) check(objs []tenantObject) string {
 				cluster.Spec.KubeVirt = &hypervisorv1alpha1.KubeVirtClusterSpec{Namespace: ns}
 			}
 			c.create(cluster)
+			// The namespace is what is hostile here: the template and the
+			// claim are the tenant's own, so a machine is made if the
+			// namespace is let through.
 			c.create(&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name},
+				Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: name},
+					KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: kubevirtVM()}}})
+			own := o
+			own.UserData = -1
+			c.claim(name, name, own)
+			// A template of the tenant's naming a cluster it may not reach.
+			c.create(&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: name + "-ref"},
 				Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: c.ref(o.ClusterRef, name)},
 					KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: kubevirtVM()}}})
-			c.claim(name, name, o)
 		case 1:
 			c.claim(name, c.ref(o.Template, "ubuntu"), o)
 		case 2:
