@@ -149,7 +149,7 @@ func (p failurePath) hostile() hostile {
 func genFailurePath() gopter.Gen {
 	return gen.Struct(reflect.TypeOf(failurePath{}), map[string]gopter.Gen{
 		"Kind":     gen.OneConstOf(kindCluster, kindClaim, kindPool),
-		"Password": gen.Bool(),
+		"Password": gen.Weighted([]gen.WeightedGen{{Weight: 1, Gen: gen.Const(true)}, {Weight: 2, Gen: gen.Const(false)}}),
 		"UserData": gen.IntRange(0, 3),
 		"Before":   genNoise(),
 		"After":    genNoise(),
