@@ -1,12 +1,16 @@
 package providers_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"github.com/hyperfleet/hyperfleet/providers"
 )
@@ -99,5 +103,25 @@ func TestRedactingTransportRemovesEscapedAndPartialEchoes(t *testing.T) {
 				t.Errorf("error message %q still carries the credential", doc.Message)
 			}
 		})
+	}
+}
+
+// Found by the same property: client-go logs a Secret it reads or writes,
+// whole, at verbosity 8 and above, through the context's logger. Through
+// WithoutBodies a logger at any verbosity gets the request lines below 8
+// and never a body.
+func TestWithoutBodiesDropsClientGoBodies(t *testing.T) {
+	var lines []string
+	logger := funcr.New(func(prefix, args string) { lines = append(lines, args) }, funcr.Options{Verbosity: 10})
+	ctx := providers.WithoutBodies(logr.NewContext(context.Background(), logger))
+	l := logr.FromContextOrDiscard(ctx)
+	l.V(6).Info("GET https://api/secrets/x", "status", 200)
+	l.V(8).Info("Response Body", "body", "s3cr3t")
+	l.WithName("rest").WithValues("verb", "GET").V(9).Info("Response Body", "body", "s3cr3t")
+	if l.V(8).Enabled() {
+		t.Error("verbosity 8 is enabled through WithoutBodies")
+	}
+	if len(lines) != 1 || strings.Contains(strings.Join(lines, "\n"), "s3cr3t") {
+		t.Errorf("logged %q, want the request line alone", lines)
 	}
 }
