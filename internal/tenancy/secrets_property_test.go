@@ -65,7 +65,8 @@ func (m endpointMode) String() string {
 
 // noise is text around a marker's unique core, drawn to look like what
 // the operator might mangle, quote or cut: base64, JSON's and HTML's
-// special characters, newlines, non-ASCII, or thousands of bytes.
+// special characters, newlines and other whitespace (which a GitHub token
+// may not hold), non-ASCII, or thousands of bytes.
 type noise struct {
 	Kind int
 	Text string
@@ -107,8 +108,8 @@ func genNoise() gopter.Gen {
 	return gen.OneGenOf(
 		gen.Const(noise{}),
 		text("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=", 40).Map(func(s string) noise { return noise{Kind: 1, Text: s} }),
-		text(`"\<>&'{}[]:,%$ `+"\t", 20).Map(func(s string) noise { return noise{Kind: 2, Text: s} }),
-		text("abc\n\r=;", 12).Map(func(s string) noise { return noise{Kind: 3, Text: s + "\n"} }),
+		text(`"\<>&'{}[]:,%$`, 20).Map(func(s string) noise { return noise{Kind: 2, Text: s} }),
+		text("abc\n\r\t =;", 12).Map(func(s string) noise { return noise{Kind: 3, Text: s + "\n"} }),
 		text("éü✓…€ß", 6).Map(func(s string) noise { return noise{Kind: 4, Text: s} }),
 		gen.IntRange(1000, 6000).Map(func(n int) noise { return noise{Kind: 5, Long: n} }),
 	)
@@ -148,7 +149,10 @@ func (p failurePath) hostile() hostile {
 
 func genFailurePath() gopter.Gen {
 	return gen.Struct(reflect.TypeOf(failurePath{}), map[string]gopter.Gen{
-		"Kind":     gen.OneConstOf(kindCluster, kindClaim, kindPool),
+		// A RunnerPool has the most ways to fail (token or App, then
+		// which answers GitHub's client quotes): drawn as often as the
+		// two Proxmox kinds together.
+		"Kind":     gen.Weighted([]gen.WeightedGen{{Weight: 1, Gen: gen.Const(kindCluster)}, {Weight: 1, Gen: gen.Const(kindClaim)}, {Weight: 2, Gen: gen.Const(kindPool)}}),
 		"Password": gen.Weighted([]gen.WeightedGen{{Weight: 1, Gen: gen.Const(true)}, {Weight: 2, Gen: gen.Const(false)}}),
 		"UserData": gen.IntRange(0, 3),
 		"Before":   genNoise(),
