@@ -2,11 +2,16 @@ package providers
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/go-logr/logr"
 )
 
 // redacted replaces a credential an endpoint sent back.
@@ -53,13 +58,34 @@ func (t *RedactingTransport) RoundTrip(req *http.Request) (*http.Response, error
 }
 
 // credentialPieces are the values of the request's credential headers, and
-// their parts after a scheme ("Bearer x") or a name ("PVEAPIToken=id=x"),
-// longest first so a whole value is replaced before its parts.
+// their parts after a scheme ("Bearer x") or after any "=" of a name
+// ("PVEAPIToken=id=x", where x may itself hold "=", as base64 does), each
+// also as a JSON string, a Go-quoted string and URL-encoded carry it (an
+// endpoint that echoes a credential in a JSON message escapes its quotes,
+// backslashes and HTML characters), longest first so a whole value is
+// replaced before its parts.
 func credentialPieces(h http.Header) []string {
 	var out []string
+	seen := map[string]bool{}
+	addForm := func(s string) {
+		if len(s) >= minSecret && !seen[s] {
+			seen[s] = true
+			out = append(out, s)
+		}
+	}
 	add := func(s string) {
 		if s = strings.TrimSpace(s); len(s) >= minSecret {
-			out = append(out, s)
+			addForm(s)
+			for _, escapeHTML := range []bool{true, false} {
+				var b bytes.Buffer
+				enc := json.NewEncoder(&b)
+				enc.SetEscapeHTML(escapeHTML)
+				_ = enc.Encode(s)
+				addForm(strings.TrimSuffix(strings.TrimPrefix(strings.TrimSuffix(b.String(), "\n"), `"`), `"`))
+			}
+			addForm(strings.Trim(strconv.Quote(s), `"`))
+			addForm(url.QueryEscape(s))
+			addForm(url.PathEscape(s))
 		}
 	}
 	for _, name := range []string{"Authorization", "Cookie", "Apikey", "CSRFPreventionToken"} {
@@ -68,8 +94,10 @@ func credentialPieces(h http.Header) []string {
 			if _, rest, ok := strings.Cut(v, " "); ok {
 				add(rest)
 			}
-			if i := strings.LastIndexByte(v, '='); i >= 0 {
-				add(v[i+1:])
+			for i := range len(v) {
+				if v[i] == '=' {
+					add(v[i+1:])
+				}
 			}
 			for _, part := range strings.Split(v, ";") {
 				if _, val, ok := strings.Cut(part, "="); ok {
@@ -83,3 +111,36 @@ func credentialPieces(h http.Header) []string {
 	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
 }
+
+// WithoutBodies is ctx with its logger capped below verbosity 8, where
+// client-go logs whole request and response bodies (a Secret's data, in
+// JSON or as a hex dump of protobuf). Every read and write of a Secret goes
+// through it, so no verbosity the operator is run at puts Secret bytes in
+// its log.
+func WithoutBodies(ctx context.Context) context.Context {
+	sink := logr.FromContextOrDiscard(ctx).GetSink()
+	if sink == nil {
+		return logr.NewContext(ctx, logr.Discard())
+	}
+	return logr.NewContext(ctx, logr.New(cappedSink{LogSink: sink}))
+}
+
+// bodyLevel is the verbosity at which client-go logs bodies.
+const bodyLevel = 8
+
+// cappedSink drops messages at bodyLevel and above.
+type cappedSink struct{ logr.LogSink }
+
+func (c cappedSink) Enabled(level int) bool { return level < bodyLevel && c.LogSink.Enabled(level) }
+
+func (c cappedSink) Info(level int, msg string, kv ...any) {
+	if level < bodyLevel {
+		c.LogSink.Info(level, msg, kv...)
+	}
+}
+
+func (c cappedSink) WithValues(kv ...any) logr.LogSink {
+	return cappedSink{c.LogSink.WithValues(kv...)}
+}
+
+func (c cappedSink) WithName(name string) logr.LogSink { return cappedSink{c.LogSink.WithName(name)} }

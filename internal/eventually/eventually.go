@@ -41,3 +41,21 @@ func True(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	That(t, timeout, func() (bool, string) { return cond(), what })
 }
+
+// Within polls cond as That does and reports whether it held before timeout
+// passed, failing nothing: for a property test, whose failing case must be
+// returned as a value for gopter to report and shrink.
+func Within(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	pause := firstInterval
+	for {
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pause)
+		pause = min(2*pause, MaxInterval)
+	}
+}

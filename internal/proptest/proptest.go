@@ -4,7 +4,9 @@
 // overridable from the environment, to search harder on purpose.
 //
 //	PROPERTY_SEED   the seed (default DefaultSeed)
-//	PROPERTY_CASES  successful cases each property needs (default DefaultCases)
+//	PROPERTY_CASES  successful cases each property needs (default DefaultCases,
+//	                or the test's own default for one that drives a real API
+//	                server: CheckCostly)
 package proptest
 
 import (
@@ -30,6 +32,15 @@ const (
 // parse fails t rather than silently running the defaults.
 func Parameters(t testing.TB) *gopter.TestParameters {
 	t.Helper()
+	return parameters(t, DefaultCases)
+}
+
+// MaxCostlyShrinks bounds how many shrunk cases CheckCostly tries after a
+// failure: each one is a real case again, seconds long.
+const MaxCostlyShrinks = 8
+
+func parameters(t testing.TB, defaultCases int) *gopter.TestParameters {
+	t.Helper()
 	seed := DefaultSeed
 	if v := os.Getenv("PROPERTY_SEED"); v != "" {
 		s, err := strconv.ParseInt(v, 10, 64)
@@ -38,7 +49,7 @@ func Parameters(t testing.TB) *gopter.TestParameters {
 		}
 		seed = s
 	}
-	cases := DefaultCases
+	cases := defaultCases
 	if v := os.Getenv("PROPERTY_CASES"); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 {
@@ -60,10 +71,7 @@ func Parameters(t testing.TB) *gopter.TestParameters {
 // of sequences as it does the cases of a pure property.
 func Stateful(t testing.TB, defaultSequences, maxSteps, maxShrinks int) *gopter.TestParameters {
 	t.Helper()
-	p := Parameters(t)
-	if os.Getenv("PROPERTY_CASES") == "" {
-		p.MinSuccessfulTests = defaultSequences
-	}
+	p := parameters(t, defaultSequences)
 	p.MaxSize = maxSteps
 	p.MinSize = maxSteps
 	p.MaxShrinkCount = maxShrinks
@@ -77,6 +85,17 @@ func Stateful(t testing.TB, defaultSequences, maxSteps, maxShrinks int) *gopter.
 func Check(t *testing.T, define func(*gopter.Properties)) {
 	t.Helper()
 	CheckWith(t, Parameters(t), define)
+}
+
+// CheckCostly is Check for a property whose every case costs seconds (it
+// drives the real API server and the operator): it needs defaultCases
+// successful cases unless PROPERTY_CASES says otherwise, and shrinks a
+// failure at most MaxCostlyShrinks times. The seed is read as for Check.
+func CheckCostly(t *testing.T, defaultCases int, define func(*gopter.Properties)) {
+	t.Helper()
+	params := parameters(t, defaultCases)
+	params.MaxShrinkCount = MaxCostlyShrinks
+	CheckWith(t, params, define)
 }
 
 // CheckWith is Check with parameters of the caller's (Stateful).

@@ -5,11 +5,9 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +19,6 @@ import (
 	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -58,6 +55,20 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// Len is the offset of the next line: what Since reads from.
+func (l *lockedBuffer) Len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Len()
+}
+
+// Since is a copy of what was logged from offset on.
+func (l *lockedBuffer) Since(offset int) []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes()[min(offset, l.b.Len()):])
+}
+
 // The operator as it ships (the manager's wiring), its log captured at every
 // verbosity, against this package's control plane.
 func TestMain(m *testing.M) {
@@ -89,35 +100,8 @@ func TestMain(m *testing.M) {
 	})
 }
 
-// echoGitHub is a hostile GitHub API: plain HTTP (which apiURL allows),
-// answering every request with status and GitHub's error shape whose
-// message is the request's Authorization header.
-func echoGitHub(t *testing.T, status int) *httptest.Server {
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json; charset=utf-8")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(map[string]string{"message": "Bad credentials: " + r.Header.Get("Authorization"),
-			"documentation_url": "https://docs.github.com/rest"})
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
-
 // githubSim is the GitHub the pools' refused credentials are sent to.
 var githubSim = githubsim.New(githubsim.Options{Repositories: []string{"acme/widgets"}})
-
-// echo is a hostile server: it answers every request with an error whose
-// body is the request's credentials, as a tenant's endpoint may.
-func echo(t *testing.T) *httptest.Server {
-	s := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusUnauthorized)
-		_, _ = fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"you sent %s","reason":"Unauthorized","code":401,"errors":{"auth":%q}}`,
-			r.Header.Get("Authorization"), r.Header.Get("Authorization"))
-	}))
-	t.Cleanup(s.Close)
-	return s
-}
 
 // Secret bytes never leave their Secret: each Secret the operator reads on
 // a failure path holds a marker of its own, the failures are driven by a
@@ -303,29 +287,7 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 		markers[fmt.Sprintf("join token %d", i)] = tok
 	}
 
-	var where []string
-	search := func(place string, text []byte) {
-		for what, m := range markers {
-			if bytes.Contains(text, []byte(m)) {
-				where = append(where, fmt.Sprintf("%s (%s)", place, what))
-			}
-		}
-	}
-	for _, list := range []client.ObjectList{&hypervisorv1alpha1.HypervisorClusterList{}, &hypervisorv1alpha1.MachineClaimList{}, &hypervisorv1alpha1.HypervisorMachineTemplateList{}, &hypervisorv1alpha1.RunnerPoolList{}, &hypervisorv1alpha1.RunnerJobList{}, &corev1.EventList{}, &corev1.ConfigMapList{}} {
-		if err := l.C.List(ctx, list); err != nil {
-			t.Fatal(err)
-		}
-		data, _ := json.Marshal(list)
-		search(fmt.Sprintf("%T", list), data)
-	}
-	search("the operator's log", []byte(logs.String()))
-	families, err := ctrlmetrics.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, _ := json.Marshal(families)
-	search("the metrics", data)
-	if len(where) > 0 {
+	if where := leaks(ctx, t, markers, 0); len(where) > 0 {
 		t.Errorf("Secret bytes left their Secret: %s", strings.Join(where, "; "))
 	}
 	if len(markers) < 15 {

@@ -229,7 +229,7 @@ func (p *Provider) adoptSecret(ctx context.Context, vm *kubevirtv1.VirtualMachin
 	if err != nil {
 		return err
 	}
-	err = p.cfg.Client.Patch(ctx, s, client.RawPatch(types.MergePatchType, raw))
+	err = p.cfg.Client.Patch(providers.WithoutBodies(ctx), s, client.RawPatch(types.MergePatchType, raw))
 	if apierrors.IsNotFound(err) {
 		return nil // a template that brings its own Secret, or no user data
 	}

@@ -58,7 +58,7 @@ func vmOwnerRef(vm *kubevirtv1.VirtualMachine) metav1.OwnerReference {
 // ensureSecret creates s, or updates the one of the same name if it is
 // ours: its user data and its owner.
 func (p *Provider) ensureSecret(ctx context.Context, s *corev1.Secret, owner providers.Owner) error {
-	err := p.cfg.Client.Create(ctx, s)
+	err := p.cfg.Client.Create(providers.WithoutBodies(ctx), s)
 	if err == nil || !apierrors.IsAlreadyExists(err) {
 		if err != nil {
 			return apiError("creating Secret "+s.Namespace+"/"+s.Name, err)

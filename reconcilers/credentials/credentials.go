@@ -102,7 +102,7 @@ func (r *Reader) read(ctx context.Context, key entryKey, field string) (*corev1.
 		return s, nil
 	}
 	secret := &corev1.Secret{}
-	if err := r.Reader.Get(ctx, key.NamespacedName, secret); err != nil {
+	if err := r.Reader.Get(providers.WithoutBodies(ctx), key.NamespacedName, secret); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, providers.Transient("SecretUnreadable", 0, fmt.Errorf("reading Secret %s (%s): %w", key.NamespacedName, field, err))
 		}

@@ -218,7 +218,7 @@ func (r *Reconciler) register(ctx context.Context, s *scope, server spire.Server
 	if err := controllerutil.SetControllerReference(c, secret, r.Client.Scheme()); err != nil {
 		return nil, err
 	}
-	if err := r.Client.Create(ctx, secret); err != nil {
+	if err := r.Client.Create(providers.WithoutBodies(ctx), secret); err != nil {
 		return nil, fmt.Errorf("keeping the machine's attestation in Secret %s: %w", secret.Name, err)
 	}
 	reason := "JoinTokenIssued"

@@ -728,7 +728,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	if err := controllerutil.SetControllerReference(pool, secret, r.Client.Scheme()); err != nil {
 		return "", err
 	}
-	if err := r.Client.Create(ctx, secret); err != nil {
+	if err := r.Client.Create(providers.WithoutBodies(ctx), secret); err != nil {
 		return "", fmt.Errorf("creating the bootstrap Secret: %w", err)
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{
@@ -768,7 +768,7 @@ func (r *Reconciler) handOver(ctx context.Context, secret *corev1.Secret, claim 
 	if err := controllerutil.SetControllerReference(claim, secret, r.Client.Scheme()); err != nil {
 		return err
 	}
-	return r.Client.Patch(ctx, secret, patch)
+	return r.Client.Patch(providers.WithoutBodies(ctx), secret, patch)
 }
 
 // registrationToken fetches a registration token for one runner. It is
