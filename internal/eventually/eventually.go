@@ -20,15 +20,22 @@ const (
 // then fails the test with cond's last description of what it saw.
 func That(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
+	if ok, last := Within(timeout, cond); !ok {
+		t.Fatalf("not within %s: %s", timeout, last)
+	}
+}
+
+// Within polls cond as That does and reports whether it returned true
+// before timeout passed, with its last description, for a caller that
+// must not fail the test itself (a property's command, whose failure is
+// the property's to report).
+func Within(timeout time.Duration, cond func() (bool, string)) (bool, string) {
 	deadline := time.Now().Add(timeout)
 	pause := firstInterval
 	for {
 		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, last)
+		if ok || time.Now().After(deadline) {
+			return ok, last
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, MaxInterval)

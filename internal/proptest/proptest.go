@@ -89,3 +89,26 @@ func packageDir() string {
 		}
 	}
 }
+
+// CheckCostly is Check for a property whose every case is costly (a
+// sequence of commands against a real API server and the simulators):
+// cases successful cases unless PROPERTY_CASES says otherwise, sizes (the
+// length of a command sequence) from minSize up to maxSize, and at most
+// maxShrinks attempts to shrink a failure, each a whole case again.
+func CheckCostly(t *testing.T, cases, minSize, maxSize, maxShrinks int, define func(*gopter.Properties)) {
+	t.Helper()
+	params := Parameters(t)
+	if os.Getenv("PROPERTY_CASES") == "" {
+		params.MinSuccessfulTests = cases
+	}
+	params.MinSize, params.MaxSize, params.MaxShrinkCount = minSize, maxSize, maxShrinks
+	props := gopter.NewProperties(params)
+	define(props)
+	var out bytes.Buffer
+	ok := props.Run(gopter.NewFormatedReporter(true, 160, &out))
+	t.Log("\n" + out.String())
+	if !ok {
+		t.Errorf("property failed with seed %d; reproduce with:\n  PROPERTY_SEED=%d PROPERTY_CASES=%d go test -count=1 -run '^%s$' %s",
+			params.Seed(), params.Seed(), params.MinSuccessfulTests, t.Name(), packageDir())
+	}
+}
