@@ -473,10 +473,11 @@ type system struct {
 	labels     labelSet
 	setupErr   error
 	lastStep   time.Time
+	started    time.Time
 }
 
 func newSystem(t *testing.T, m *model) *system {
-	s := &system{t: t, c: testenv.Client(), n: seq.Add(1), min: m.Min, max: m.Max, highestMax: m.Max, labels: m.Labels}
+	s := &system{t: t, c: testenv.Client(), n: seq.Add(1), min: m.Min, max: m.Max, highestMax: m.Max, labels: m.Labels, started: time.Now()}
 	s.ns = testenv.Namespace(t)
 	s.pool = fmt.Sprintf("pool%d", s.n)
 	s.setupErr = s.setup()
@@ -548,6 +549,7 @@ func (s *system) setup() error {
 // destroy ends the sequence's jobs and deletes its pool, which takes its
 // runners with it; the next sequence does not wait for that.
 func (s *system) destroy() {
+	s.t.Logf("sequence %d: %d jobs, %s", s.n, len(s.jobs), time.Since(s.started).Round(100*time.Millisecond))
 	for _, id := range s.jobs {
 		if j, _ := gh.Job(id); j.Status != githubsim.JobCompleted {
 			_ = gh.CancelJob(id)
