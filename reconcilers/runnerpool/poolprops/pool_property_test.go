@@ -100,6 +100,11 @@ func (m *model) next() *model {
 	return &n
 }
 
+// fitting are the kinds of job the pool's labels fit.
+func (m *model) fitting() []int {
+	return [][]int{{int(jobA)}, {int(jobB)}, {int(jobA), int(jobB), int(jobAB)}}[m.Labels]
+}
+
 // outstanding are the indexes of the jobs the sequence has not ended.
 func (m *model) outstanding() []int {
 	var out []int
@@ -121,7 +126,7 @@ func (m *model) outstanding() []int {
 // or bootstrap Secret of a runner that is gone, and a status that says
 // what exists.
 func TestPropertyPoolStateMachine(t *testing.T) {
-	proptest.CheckCostly(t, 3, 5, 9, 4, func(p *gopter.Properties) {
+	proptest.CheckCostly(t, 3, 8, 12, 4, func(p *gopter.Properties) {
 		p.Property("pools serve their jobs, within bounds, and settle clean", commands.Prop(poolCommands(t)))
 	})
 }
@@ -148,8 +153,12 @@ func genCommand(st commands.State) gopter.Gen {
 			return gopter.NewGenResult(commands.Command(settle{}), gopter.NoShrinker)
 		}
 		choices := []gen.WeightedGen{
-			{Weight: 5, Gen: gopter.CombineGens(gen.IntRange(0, 3), gen.Weighted([]gen.WeightedGen{
-				{Weight: 3, Gen: gen.Const(false)}, {Weight: 1, Gen: gen.Const(true)}})).
+			{Weight: 5, Gen: gopter.CombineGens(gen.Weighted([]gen.WeightedGen{
+				// Mostly jobs the pool's labels fit, some that only
+				// another label set would, a few that none does.
+				{Weight: 4, Gen: gen.OneConstOf(toAny(m.fitting())...)}, {Weight: 2, Gen: gen.IntRange(0, 2)}, {Weight: 1, Gen: gen.Const(int(jobC))}}),
+				gen.Weighted([]gen.WeightedGen{
+					{Weight: 3, Gen: gen.Const(false)}, {Weight: 1, Gen: gen.Const(true)}})).
 				Map(func(v []any) commands.Command { return queue{Kind: jobKind(v[0].(int)), Lost: v[1].(bool)} })},
 			{Weight: 2, Gen: gopter.CombineGens(gen.Int32Range(0, 2), gen.Int32Range(1, 3)).
 				Map(func(v []any) commands.Command {
@@ -163,7 +172,7 @@ func genCommand(st commands.State) gopter.Gen {
 			choices = append(choices,
 				gen.WeightedGen{Weight: 3, Gen: gen.Const(commands.Command(serve{}))},
 				gen.WeightedGen{Weight: 2, Gen: gen.OneConstOf(toAny(out)...).Map(func(i int) commands.Command { return complete{Job: i} })},
-				gen.WeightedGen{Weight: 1, Gen: gen.OneConstOf(toAny(out)...).Map(func(i int) commands.Command { return cancel{Job: i} })},
+				gen.WeightedGen{Weight: 2, Gen: gen.OneConstOf(toAny(out)...).Map(func(i int) commands.Command { return cancel{Job: i} })},
 			)
 		}
 		if len(m.Jobs) > 0 {
@@ -237,6 +246,7 @@ func (q queue) NextState(st commands.State) commands.State {
 
 func (q queue) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(q)
 	spec := githubsim.JobSpec{Repo: repo, Labels: s.jobLabels(q.Kind)}
 	if q.Lost {
 		spec.LoseDeliveries = []string{githubsim.JobQueued}
@@ -254,9 +264,13 @@ func (q queue) Run(sut commands.SystemUnderTest) commands.Result {
 // the pool's labels, or as many as maxReplicas allows.
 type serve struct{ base }
 
-func (serve) String() string                                   { return "Serve" }
-func (serve) NextState(st commands.State) commands.State       { return st.(*model).next() }
-func (serve) Run(sut commands.SystemUnderTest) commands.Result { return sut.(*system).serve() }
+func (serve) String() string                             { return "Serve" }
+func (serve) NextState(st commands.State) commands.State { return st.(*model).next() }
+func (c serve) Run(sut commands.SystemUnderTest) commands.Result {
+	s := sut.(*system)
+	s.ran(c)
+	return s.serve()
+}
 
 // complete ends a job: its runner finishes it, or, if no runner took it
 // yet, it is cancelled before it starts.
@@ -280,6 +294,7 @@ func (c complete) NextState(st commands.State) commands.State {
 
 func (c complete) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(c)
 	id := s.jobs[c.Job]
 	j, _ := gh.Job(id)
 	var err error
@@ -307,6 +322,7 @@ func (c cancel) NextState(st commands.State) commands.State { return complete(c)
 
 func (c cancel) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(c)
 	id := s.jobs[c.Job]
 	if j, _ := gh.Job(id); j.Status != githubsim.JobCompleted {
 		if err := gh.CancelJob(id); err != nil {
@@ -328,6 +344,7 @@ func (redeliver) NextState(st commands.State) commands.State { return st.(*model
 
 func (r redeliver) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(r)
 	var sent []githubsim.Delivery
 	for _, d := range gh.Deliveries() {
 		if d.Attempted && slices.Contains(s.jobs, d.JobID) {
@@ -358,6 +375,7 @@ func (b bounds) NextState(st commands.State) commands.State {
 
 func (b bounds) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(b)
 	if err := s.edit(func(p *hypervisorv1alpha1.RunnerPool) { p.Spec.MinReplicas, p.Spec.MaxReplicas = b.Min, b.Max }); err != nil {
 		return s.fail("setting the bounds: %v", err)
 	}
@@ -382,6 +400,7 @@ func (r relabel) NextState(st commands.State) commands.State {
 
 func (r relabel) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(r)
 	if err := s.edit(func(p *hypervisorv1alpha1.RunnerPool) { p.Spec.Labels = s.poolLabels(r.Labels) }); err != nil {
 		return s.fail("setting the labels: %v", err)
 	}
@@ -396,8 +415,9 @@ type restart struct{ base }
 func (restart) String() string                             { return "Restart" }
 func (restart) NextState(st commands.State) commands.State { return st.(*model).next() }
 
-func (restart) Run(sut commands.SystemUnderTest) commands.Result {
+func (c restart) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(c)
 	if err := op.stop(); err != nil {
 		return s.fail("stopping the operator: %v", err)
 	}
@@ -426,8 +446,9 @@ func (settle) NextState(st commands.State) commands.State {
 	return m
 }
 
-func (settle) Run(sut commands.SystemUnderTest) commands.Result {
+func (c settle) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
+	s.ran(c)
 	if r := s.serve(); r.failure != "" || r.snap.safety() != "" {
 		return r
 	}
@@ -474,6 +495,7 @@ type system struct {
 	setupErr   error
 	lastStep   time.Time
 	started    time.Time
+	history    []string
 }
 
 func newSystem(t *testing.T, m *model) *system {
@@ -549,7 +571,7 @@ func (s *system) setup() error {
 // destroy ends the sequence's jobs and deletes its pool, which takes its
 // runners with it; the next sequence does not wait for that.
 func (s *system) destroy() {
-	s.t.Logf("sequence %d: %d jobs, %s", s.n, len(s.jobs), time.Since(s.started).Round(100*time.Millisecond))
+	s.t.Logf("sequence %d (%s): %s", s.n, time.Since(s.started).Round(100*time.Millisecond), strings.Join(s.history, ", "))
 	for _, id := range s.jobs {
 		if j, _ := gh.Job(id); j.Status != githubsim.JobCompleted {
 			_ = gh.CancelJob(id)
@@ -557,6 +579,9 @@ func (s *system) destroy() {
 	}
 	_ = s.c.Delete(rootCtx, &hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Namespace: s.ns, Name: s.pool}})
 }
+
+// ran notes a command for the sequence's log line.
+func (s *system) ran(c fmt.Stringer) { s.history = append(s.history, c.String()) }
 
 func (s *system) fail(format string, args ...any) result {
 	return result{failure: fmt.Sprintf(format, args...)}
@@ -610,9 +635,16 @@ func (s *system) serve() result {
 		if f := sn.safety(); f != "" {
 			return true, f
 		}
-		waiting := sn.waiting()
-		return len(waiting) == 0 || sn.busy() >= int(s.max),
-			fmt.Sprintf("jobs %v fit the pool and are queued with %d of max %d runners busy: %s", waiting, sn.busy(), s.max, sn)
+		if waiting := sn.waiting(); len(waiting) > 0 && sn.busy() < int(s.max) {
+			return false, fmt.Sprintf("jobs %v fit the pool and are queued with %d of max %d runners busy: %s", waiting, sn.busy(), s.max, sn)
+		}
+		// And the pool has scaled to what it wants (idle runners above it
+		// retired past their TTL), keeping the busy ones above a lowered
+		// maxReplicas.
+		st := sn.pool.Status
+		want := max(int(st.DesiredReplicas), sn.busy())
+		return st.ObservedGeneration == sn.pool.Generation && int(st.Replicas) == want && len(sn.claims) == want && st.PendingReplicas == 0,
+			fmt.Sprintf("the pool has not scaled to the %d runners it wants: %s", want, sn)
 	})
 	if !ok {
 		return s.fail("not served within %s: %s", serveTimeout, last)
@@ -840,4 +872,22 @@ func (sn *snapshot) String() string {
 	}
 	b.WriteString(" ]")
 	return b.String()
+}
+
+// The smallest sequence the property found: an idle runner registered
+// with the pool's old labels counted as the runner of a job queued with
+// the new ones, which it cannot take, so the job waited for ever. The pool
+// now retires such idle runners and makes runners with its labels.
+func TestRelabelledPoolServesJobsOfItsNewLabels(t *testing.T) {
+	proptest.CheckCostly(t, 1, 3, 4, 0, func(p *gopter.Properties) {
+		p.Property("relabelled", commands.Prop(&commands.ProtoCommands{
+			NewSystemUnderTestFunc:     func(initial commands.State) commands.SystemUnderTest { return newSystem(t, initial.(*model)) },
+			DestroySystemUnderTestFunc: func(s commands.SystemUnderTest) { s.(*system).destroy() },
+			InitialStateGen:            gen.Const(&model{Min: 1, Max: 2, Labels: poolB}),
+			GenCommandFunc: func(st commands.State) gopter.Gen {
+				steps := []commands.Command{relabel{Labels: poolA}, queue{Kind: jobA}, settle{}}
+				return gen.Const(steps[min(st.(*model).Steps, len(steps)-1)])
+			},
+		}))
+	})
 }
