@@ -20,15 +20,22 @@ const (
 // then fails the test with cond's last description of what it saw.
 func That(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
 	t.Helper()
+	if ok, last := Within(timeout, cond); !ok {
+		t.Fatalf("not within %s: %s", timeout, last)
+	}
+}
+
+// Within polls cond as That does and reports whether it returned true
+// before timeout passed, with its last description, for a caller that
+// must not fail the test itself (a property's command, whose failure is
+// the property's to report).
+func Within(timeout time.Duration, cond func() (bool, string)) (bool, string) {
 	deadline := time.Now().Add(timeout)
 	pause := firstInterval
 	for {
 		ok, last := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not within %s: %s", timeout, last)
+		if ok || time.Now().After(deadline) {
+			return ok, last
 		}
 		time.Sleep(pause)
 		pause = min(2*pause, MaxInterval)
@@ -42,10 +49,9 @@ func True(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	That(t, timeout, func() (bool, string) { return cond(), what })
 }
 
-// Within polls cond as That does and reports whether it held before timeout
-// passed, failing nothing: for a property test, whose failing case must be
-// returned as a value for gopter to report and shrink.
-func Within(timeout time.Duration, cond func() bool) bool {
+// Holds is Within for a condition without a description: whether cond
+// held before timeout passed, failing nothing (a property's command).
+func Holds(timeout time.Duration, cond func() bool) bool {
 	deadline := time.Now().Add(timeout)
 	pause := firstInterval
 	for {

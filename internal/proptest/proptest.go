@@ -132,3 +132,14 @@ func packageDir() string {
 		}
 	}
 }
+
+// CheckSequences is CheckCostly for a state machine whose sequences vary in
+// length: cases sequences unless PROPERTY_CASES says otherwise, each of
+// minSize up to maxSize commands, and at most maxShrinks attempts to shrink
+// a failure, each a whole sequence again.
+func CheckSequences(t *testing.T, cases, minSize, maxSize, maxShrinks int, define func(*gopter.Properties)) {
+	t.Helper()
+	params := parameters(t, cases)
+	params.MinSize, params.MaxSize, params.MaxShrinkCount = minSize, maxSize, maxShrinks
+	CheckWith(t, params, define)
+}

@@ -222,7 +222,7 @@ func (c *namespaceCase) check(objs []tenantObject) string {
 	// The operator reacts: every object it was given says where it stands.
 	for _, obj := range c.created {
 		accessor := obj.(meta.ConditionsAccessor)
-		if !eventually.Within(30*time.Second, func() bool {
+		if !eventually.Holds(30*time.Second, func() bool {
 			return c.a.C.Get(c.ctx, client.ObjectKeyFromObject(obj), obj) == nil &&
 				hypervisorlab.ReadyCondition(accessor.GetConditions()).Reason != ""
 		}) {

@@ -384,7 +384,7 @@ func (c *secretCase) waitFailure(obj client.Object) string {
 		return fmt.Sprintf("%T has no conditions", obj)
 	}
 	var why string
-	failed := eventually.Within(60*time.Second, func() bool {
+	failed := eventually.Holds(60*time.Second, func() bool {
 		if err := c.l.C.Get(c.ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 			why = err.Error()
 			return false

@@ -449,6 +449,13 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 				obs.gone = append(obs.gone, c) // retired once idle, never mid-job
 				continue
 			}
+			if !labelsCover(rn.Labels, RunnerLabels(pool)) {
+				// Registered before the pool's labels changed: it cannot
+				// take the jobs the pool now takes, yet would count as their
+				// runner. Retired once idle, never mid-job, and replaced.
+				obs.gone = append(obs.gone, c)
+				continue
+			}
 			obs.idle = append(obs.idle, c)
 		case !registered && (s.mem.seenOnline[c.Name] || s.finished[c.Name]):
 			// An ephemeral runner deregisters itself after its job: the

@@ -36,6 +36,12 @@ type JobSpec struct {
 	// Waiting: the jobs wait for an environment's approval (ApproveJob)
 	// before they are queued, as with a protected environment.
 	Waiting bool `json:"waiting,omitempty"`
+	// LoseDeliveries are the actions ("queued", "in_progress",
+	// "completed") whose deliveries of these jobs are lost: attempted and
+	// never received, as when GitHub cannot connect. They can be
+	// redelivered. Unlike DropNextDeliveries, no other job's delivery is
+	// lost instead when deliveries race.
+	LoseDeliveries []string `json:"loseDeliveries,omitempty"`
 }
 
 // Job is a workflow job as the simulator holds it.
@@ -64,6 +70,7 @@ type jobState struct {
 	groupID    int64
 	groupName  string
 	headSHA    string
+	lose       []string // actions whose deliveries are lost (JobSpec.LoseDeliveries)
 }
 
 // QueueJob queues a job on repo ("owner/name") needing labels and returns
@@ -146,6 +153,7 @@ func (s *Server) queueRunLocked(spec JobSpec) ([]*jobState, error) {
 			repo:       repo,
 			conclusion: spec.Conclusion,
 			headSHA:    headSHA,
+			lose:       slices.Clone(spec.LoseDeliveries),
 		}
 		s.nextJobID++
 		s.jobs[j.ID] = j
@@ -168,6 +176,39 @@ func (s *Server) ApproveJob(id int64) error {
 	j.Status = JobQueued
 	s.enqueueJobEvent(j, JobQueued)
 	s.dispatchLocked()
+	return nil
+}
+
+// CompleteJob ends a job a runner is running, now, with conclusion
+// (default "success"), as if its steps had finished: a "completed"
+// delivery, and its runner, if ephemeral, deregisters and exits.
+func (s *Server) CompleteJob(id int64, conclusion string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if j == nil || j.Status != JobInProgress {
+		return fmt.Errorf("githubsim: no job %d in progress", id)
+	}
+	if conclusion == "" {
+		conclusion = "success"
+	}
+	s.completeJobLocked(j, conclusion)
+	return nil
+}
+
+// CancelJob cancels a job that has not completed, as cancelling its
+// workflow run does: a waiting or queued job completes "cancelled" without
+// a runner; a running one is cancelled on its runner, which finishes it
+// (and, if ephemeral, deregisters and exits). Either way a "completed"
+// delivery with conclusion "cancelled" is sent.
+func (s *Server) CancelJob(id int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	j := s.jobs[id]
+	if j == nil || j.Status == JobCompleted {
+		return fmt.Errorf("githubsim: no unfinished job %d", id)
+	}
+	s.completeJobLocked(j, "cancelled")
 	return nil
 }
 

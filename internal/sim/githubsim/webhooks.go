@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,6 +44,8 @@ type Delivery struct {
 	SentAt      time.Time       `json:"sent_at,omitzero"`
 	DeliveredAt time.Time       `json:"delivered_at,omitzero"`
 	Payload     json.RawMessage `json:"payload"`
+
+	lost bool // JobSpec.LoseDeliveries: attempted, never received
 }
 
 // SetWebhook points deliveries at url, signed with secret (empty: unsigned).
@@ -95,7 +98,8 @@ func (s *Server) enqueueJobEvent(j *jobState, action string) {
 	if err != nil {
 		return // maps of strings and numbers always encode
 	}
-	s.enqueueLocked("workflow_job", action, j.ID, payload, simkit.RandomUUID())
+	d := s.enqueueLocked("workflow_job", action, j.ID, payload, simkit.RandomUUID())
+	d.lost = slices.Contains(j.lose, action)
 }
 
 func (s *Server) enqueueLocked(event, action string, jobID int64, payload []byte, guid string) *Delivery {
@@ -145,8 +149,9 @@ func (s *Server) deliveryWorker(client *http.Client) {
 				}
 			}
 			url, secret := s.webhookURL, s.webhookSecret
-			drop := s.dropNext > 0
-			if drop {
+			drop := d.lost
+			if !drop && s.dropNext > 0 {
+				drop = true
 				s.dropNext--
 			}
 			d.SentAt = s.clock.Now().UTC()
