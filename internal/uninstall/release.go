@@ -98,6 +98,11 @@ func Release(ctx context.Context, c client.Client, namespace string, dryRun bool
 }
 
 func release(ctx context.Context, c client.Client, obj *metav1.PartialObjectMetadata, dryRun bool) (*Released, error) {
+	// Read first: once released, a claim being deleted is gone.
+	var machine string
+	if obj.Kind == "MachineClaim" {
+		machine = machineOf(ctx, c, obj)
+	}
 	var r *Released
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		r = nil
@@ -129,14 +134,13 @@ func release(ctx context.Context, c client.Client, obj *metav1.PartialObjectMeta
 	if err != nil {
 		return nil, fmt.Errorf("releasing %s %s/%s: %w", obj.Kind, obj.Namespace, obj.Name, err)
 	}
-	if r != nil && r.Kind == "MachineClaim" {
-		r.Machine = machineOf(ctx, c, obj)
+	if r != nil {
+		r.Machine = machine
 	}
 	return r, nil
 }
 
-// machineOf names a claim's machine from its status, best effort: the
-// claim may already be gone once released.
+// machineOf names a claim's machine from its status, best effort.
 func machineOf(ctx context.Context, c client.Client, obj *metav1.PartialObjectMetadata) string {
 	u := &unstructured.Unstructured{}
 	u.SetGroupVersionKind(obj.GroupVersionKind())
