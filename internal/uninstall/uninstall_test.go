@@ -291,7 +291,7 @@ func (in *installation) do(step, line string) {
 		}
 		for _, name := range names {
 			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
-			if err := in.c.Delete(ctx, crd); err != nil && !(apierrors.IsNotFound(err) && hasFlag(flags, "--ignore-not-found")) {
+			if err := in.c.Delete(ctx, crd); !deleted(err, flags) {
 				t.Fatalf("step %s: deleting CRD %s: %v", step, name, err)
 			}
 			in.gone(crd, time.Minute)
@@ -299,7 +299,7 @@ func (in *installation) do(step, line string) {
 
 	case len(args) == 4 && args[0] == "kubectl" && args[1] == "delete" && args[2] == "namespace":
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: args[3]}}
-		if err := in.c.Delete(ctx, ns); err != nil && !(apierrors.IsNotFound(err) && hasFlag(flags, "--ignore-not-found")) {
+		if err := in.c.Delete(ctx, ns); !deleted(err, flags) {
 			t.Fatalf("step %s: deleting namespace %s: %v", step, args[3], err)
 		}
 		if flags["--wait"] != "false" {
@@ -458,6 +458,12 @@ func (in *installation) removeOperator(step string, lines []string) {
 	if !slices.Equal(kept, []string{"CustomResourceDefinition", "Namespace"}) {
 		t.Errorf("the tools keep the kinds %v, want the CRDs and the Namespace", kept)
 	}
+}
+
+// deleted tells whether a delete went as kubectl would have it: done, or
+// not found with --ignore-not-found.
+func deleted(err error, flags map[string]string) bool {
+	return err == nil || apierrors.IsNotFound(err) && hasFlag(flags, "--ignore-not-found")
 }
 
 func hasFlag(flags map[string]string, name string) bool {
