@@ -46,9 +46,34 @@ func TestMain(m *testing.M) {
 	}))
 }
 
-// steps are the command blocks of docs/uninstall.md, by their step= tag,
-// one command a line: comments dropped, continuation lines joined.
-func steps(t *testing.T) map[string][]string {
+// doc is docs/uninstall.md's command blocks, by their step= tag, one
+// command a line (comments dropped, continuation lines joined), and the
+// tags in the page's order.
+type doc struct {
+	blocks map[string][]string
+	order  []string
+}
+
+// path is the steps of one path (their tags begin with prefix) in the
+// page's order, which must hold want: the test runs them as the page lists
+// them, so a page that moved a step runs moved.
+func (d doc) path(t *testing.T, prefix string, want ...string) []string {
+	t.Helper()
+	var out []string
+	for _, s := range d.order {
+		if strings.HasPrefix(s, prefix) {
+			out = append(out, s)
+		}
+	}
+	got := slices.Clone(out)
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Fatalf("docs/uninstall.md has the steps %v, the test knows %v", out, want)
+	}
+	return out
+}
+
+func steps(t *testing.T) doc {
 	t.Helper()
 	f, err := os.Open(filepath.Join(root, "docs", "uninstall.md"))
 	if err != nil {
@@ -57,8 +82,8 @@ func steps(t *testing.T) map[string][]string {
 	defer func() { _ = f.Close() }()
 	out := map[string][]string{}
 	var (
-		step string
-		cont string
+		step, cont string
+		order      []string
 	)
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
@@ -70,6 +95,7 @@ func steps(t *testing.T) map[string][]string {
 				t.Fatalf("docs/uninstall.md: step %s twice", step)
 			}
 			out[step] = nil
+			order = append(order, step)
 			continue
 		case line == "```":
 			step = ""
@@ -93,7 +119,7 @@ func steps(t *testing.T) map[string][]string {
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
-	return out
+	return doc{blocks: out, order: order}
 }
 
 // installation is the rendered base applied to the test cluster, and the
@@ -259,6 +285,10 @@ func (in *installation) gone(obj client.Object, timeout time.Duration) {
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
-		return false, fmt.Sprintf("%T %s still there (finalizers %v, err %v)", obj, obj.GetName(), obj.GetFinalizers(), err)
+		why := fmt.Sprintf("finalizers %v", obj.GetFinalizers())
+		if ns, ok := obj.(*corev1.Namespace); ok {
+			why = fmt.Sprintf("conditions %v", ns.Status.Conditions)
+		}
+		return false, fmt.Sprintf("%T %s still there (%s, err %v)", obj, obj.GetName(), why, err)
 	})
 }

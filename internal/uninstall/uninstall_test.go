@@ -45,8 +45,8 @@ func TestRemoveEverything(t *testing.T) {
 		t.Fatalf("%d VMs on the simulator, want %d", n, len(claims))
 	}
 
-	for _, step := range []string{"a1", "a2", "a3", "a4", "a5", "a6"} {
-		in.run(step, doc[step], lab.NS, nil)
+	for _, step := range doc.path(t, "a", "a1", "a2", "a3", "a4", "a5", "a6") {
+		in.run(step, doc.blocks[step], lab.NS, nil)
 		if step == "a2" && len(lab.OwnedVMs()) != 0 {
 			t.Errorf("after step a2 the simulator still has %v", lab.OwnedVMs())
 		}
@@ -108,7 +108,8 @@ func TestRemoveTheOperatorKeepTheObjects(t *testing.T) {
 		t.Fatalf("release-finalizers with the operator running: %v, want %v", err, uninstall.ErrOperatorRunning)
 	}
 
-	in.run("b1", doc["b1"], lab.NS, nil)
+	b := doc.path(t, "b", "b1", "b2")
+	in.run(b[0], doc.blocks[b[0]], lab.NS, nil)
 
 	// What stays: the CRDs, the Namespace, every user object with its
 	// finalizers, every VM.
@@ -145,7 +146,7 @@ func TestRemoveTheOperatorKeepTheObjects(t *testing.T) {
 
 	// Step b2, line by line; after its first line (the namespace deleted,
 	// nothing released yet) the namespace must be stuck.
-	in.run("b2", doc["b2"], lab.NS, func(i int) {
+	in.run(b[1], doc.blocks[b[1]], lab.NS, func(i int) {
 		if i != 0 {
 			return
 		}
