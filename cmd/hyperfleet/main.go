@@ -2,6 +2,7 @@
 //
 //	hyperfleet run      the manager, against a cluster (kubeconfig or in-cluster)
 //	hyperfleet tpm-provision  on a hypervisor host: a DevID into a machine's TPM
+//	hyperfleet release-finalizers  the operator gone: let a namespace be deleted (docs/uninstall.md)
 //	hyperfleet version  the build's version
 //
 // The sandbox is cmd/hyperfleet-dev (make dev): this binary holds the
@@ -32,6 +33,7 @@ func commands() []command {
 	return []command{
 		{"run", "Run the manager against a cluster (kubeconfig or in-cluster).", runManager},
 		{"tpm-provision", "On a hypervisor host: put a DevID for a claim into its machine's TPM (attestation.method tpm).", runTPMProvision},
+		{"release-finalizers", "With the operator gone: remove its finalizers in a namespace, so it can be deleted (docs/uninstall.md).", runReleaseFinalizers},
 		{"version", "Print the version.", runVersion},
 	}
 }

@@ -21,6 +21,10 @@ func TestDispatch(t *testing.T) {
 		{[]string{"frobnicate"}, 2, "", `unknown command "frobnicate"`},
 		{[]string{"run", "--log-level", "loud"}, 1, "", `hyperfleet run: --log-level="loud"`},
 		{[]string{"run", "extra"}, 1, "", `unexpected arguments ["extra"]`},
+		{[]string{"help"}, 0, "", "release-finalizers With the operator gone"},
+		{[]string{"release-finalizers"}, 1, "", "hyperfleet release-finalizers: --namespace is required"},
+		{[]string{"release-finalizers", "--namespace", "team-a", "extra"}, 1, "", `unexpected arguments ["extra"]`},
+		{[]string{"release-finalizers", "-h"}, 0, "", "so NS can be deleted"},
 	}
 	for _, tc := range cases {
 		var stdout, stderr bytes.Buffer
@@ -41,5 +45,18 @@ func TestRunWithoutAClusterExplainsItself(t *testing.T) {
 	code := dispatch([]string{"run", "--leader-elect=false", "--metrics-bind-address=0", "--health-probe-bind-address=0"}, &stdout, &stderr)
 	if code != 1 || !strings.Contains(stderr.String(), "try 'make dev'") {
 		t.Fatalf("exit %d, stderr %q; want exit 1 pointing at the sandbox", code, stderr.String())
+	}
+}
+
+// release-finalizers, too, refuses without a cluster and says what to do;
+// its work is tested on a cluster in internal/uninstall.
+func TestReleaseFinalizersWithoutAClusterExplainsItself(t *testing.T) {
+	t.Setenv("KUBECONFIG", t.TempDir()+"/missing")
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
+	t.Setenv("HOME", t.TempDir())
+	var stdout, stderr bytes.Buffer
+	code := dispatch([]string{"release-finalizers", "--namespace", "team-a"}, &stdout, &stderr)
+	if code != 1 || !strings.Contains(stderr.String(), "pass --kubeconfig") {
+		t.Fatalf("exit %d, stderr %q; want exit 1 naming --kubeconfig", code, stderr.String())
 	}
 }

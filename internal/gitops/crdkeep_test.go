@@ -12,8 +12,8 @@ import (
 )
 
 // Deleting a CRD deletes every object of its kind: no tool that installs
-// HyperFleet deletes one when the installation is removed or the CRD leaves
-// the source. Argo CD neither prunes nor deletes it, Flux does not prune
+// HyperFleet deletes one (or the operator's Namespace) when the installation
+// is removed or the CRD leaves the source. Argo CD neither prunes nor deletes it, Flux does not prune
 // it, Helm keeps it — in the base, every overlay and the chart's crds/.
 func TestCRDsAreNeverDeletedByTheTools(t *testing.T) {
 	want := map[string]string{
@@ -40,9 +40,12 @@ func TestCRDsAreNeverDeletedByTheTools(t *testing.T) {
 	for _, dir := range append([]string{gitops.BaseDir}, overlayDirs()...) {
 		n := 0
 		for _, u := range built(t, dir) {
-			if u.GetKind() == "CustomResourceDefinition" {
+			switch u.GetKind() {
+			case "CustomResourceDefinition":
 				n++
 				check(dir, u.GetName(), u.GetAnnotations())
+			case "Namespace":
+				checkNamespaceKept(t, dir, u.GetAnnotations())
 			}
 		}
 		if n == 0 {
@@ -57,6 +60,27 @@ func TestCRDsAreNeverDeletedByTheTools(t *testing.T) {
 		if u.GetKind() == "CustomResourceDefinition" {
 			check("the chart", u.GetName(), u.GetAnnotations())
 		}
+	}
+}
+
+// The operator's Namespace is kept by Argo CD and Flux too (the chart has
+// none): it may hold users' HypervisorClusters and credentials, which the
+// namespace controller would delete with no operator left to release them,
+// and its UID is the installation id every machine carries. docs/uninstall.md
+// deletes it last, on purpose; internal/uninstall runs that.
+func checkNamespaceKept(t *testing.T, where string, annotations map[string]string) {
+	t.Helper()
+	opts := strings.Split(annotations["argocd.argoproj.io/sync-options"], ",")
+	for i := range opts {
+		opts[i] = strings.TrimSpace(opts[i])
+	}
+	for _, o := range []string{"Prune=false", "Delete=false"} {
+		if !slices.Contains(opts, o) {
+			t.Errorf("%s: the Namespace's argocd.argoproj.io/sync-options %v lack %s", where, opts, o)
+		}
+	}
+	if got := annotations["kustomize.toolkit.fluxcd.io/prune"]; got != "disabled" {
+		t.Errorf("%s: the Namespace's kustomize.toolkit.fluxcd.io/prune = %q, want disabled", where, got)
 	}
 }
 
