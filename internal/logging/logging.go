@@ -27,7 +27,7 @@ type Options struct {
 
 // BindFlags registers --log-level and --log-format.
 func (o *Options) BindFlags(fs *flag.FlagSet, defaultFormat string) {
-	fs.StringVar(&o.Level, "log-level", "info", "Log verbosity: debug, info, error, or a number (1 = debug, 2+ = trace).")
+	fs.StringVar(&o.Level, "log-level", "info", "Log verbosity: debug, info, error, or a number (1 = debug, 2+ = trace; also klog's -v, for client-go).")
 	fs.StringVar(&o.Format, "log-format", defaultFormat, "Log encoding: json or console.")
 }
 
@@ -67,7 +67,7 @@ func Setup(o Options) (logr.Logger, error) {
 //     hands each line to log instead of writing its own text format, and,
 //     as a contextual logger, klog.Background() and klog.FromContext return
 //     log itself. klog's -v is set to v, so its V(n) lines are written when
-//     the logger's level asks for them (--log-level=4 shows client-go's V(4));
+//     the logger's level asks for them (--log-level=6 shows client-go's requests);
 //   - Go's standard log package, which net/http uses for its servers'
 //     errors (a TLS handshake refused on the metrics port), under the name
 //     "stdlog".
