@@ -190,9 +190,9 @@ func (p probeCollector) Collect(chan<- prometheus.Metric)    {}
 
 // Every series a dashboard panel or an alert reads is one the operator
 // exports: the manager is built on the real API server with every
-// reconciler and started (some collectors, such as the webhook receiver's,
-// are registered only when their Runnable starts on the leader), and its
-// registry asked for each name.
+// reconciler and started (some collectors are registered only when their
+// Runnable starts, the leader's only on the leader; the webhook receiver's,
+// which every replica runs, at init), and its registry asked for each name.
 func TestEveryQueriedMetricIsExported(t *testing.T) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
