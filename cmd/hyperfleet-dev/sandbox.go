@@ -41,11 +41,9 @@ func runSandbox(args []string, stdout, stderr io.Writer) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	log, err := logging.New(logOpts)
-	if err != nil {
+	if _, err := logging.Setup(logOpts); err != nil {
 		return err
 	}
-	ctrl.SetLogger(log)
 	// The sandbox runs like production: leader election on, in the operator's namespace.
 	defaults := manager.Options{}
 	defaults.BindFlags(flag.NewFlagSet("defaults", flag.ContinueOnError))

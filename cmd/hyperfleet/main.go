@@ -18,7 +18,6 @@ import (
 	"strings"
 
 	"github.com/go-logr/logr"
-	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hyperfleet/hyperfleet/internal/logging"
 )
@@ -79,7 +78,8 @@ func usage(w io.Writer) {
 }
 
 // parseWithLogger parses a command's flags, refuses stray arguments, and
-// installs the logger the flags ask for as controller-runtime's.
+// installs the logger the flags ask for as the process's: controller-runtime's,
+// klog's (client-go) and the standard log package's (logging.Setup).
 func parseWithLogger(fs *flag.FlagSet, args []string, logOpts *logging.Options) (logr.Logger, error) {
 	if err := fs.Parse(args); err != nil {
 		return logr.Discard(), err
@@ -87,10 +87,5 @@ func parseWithLogger(fs *flag.FlagSet, args []string, logOpts *logging.Options) 
 	if fs.NArg() > 0 {
 		return logr.Discard(), fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
-	log, err := logging.New(*logOpts)
-	if err != nil {
-		return logr.Discard(), err
-	}
-	ctrl.SetLogger(log)
-	return log, nil
+	return logging.Setup(*logOpts)
 }

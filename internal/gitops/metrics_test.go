@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"k8s.io/apimachinery/pkg/util/wait"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -37,11 +39,19 @@ type dashboard struct {
 	UID        string `json:"uid"`
 	Title      string `json:"title"`
 	Templating struct {
-		List []struct {
-			Name, Type, Query string
-		} `json:"list"`
+		List []variable `json:"list"`
 	} `json:"templating"`
 	Panels []panel `json:"panels"`
+}
+
+// variable is a dashboard template variable.
+type variable struct {
+	Name, Type, Query string
+	IncludeAll        bool   `json:"includeAll"`
+	AllValue          string `json:"allValue"`
+	Current           struct {
+		Value json.RawMessage `json:"value"`
+	} `json:"current"`
 }
 
 type panel struct {
@@ -180,9 +190,9 @@ func (p probeCollector) Collect(chan<- prometheus.Metric)    {}
 
 // Every series a dashboard panel or an alert reads is one the operator
 // exports: the manager is built on the real API server with every
-// reconciler and started (some collectors, such as the webhook receiver's,
-// are registered only when their Runnable starts on the leader), and its
-// registry asked for each name.
+// reconciler and started (some collectors are registered only when their
+// Runnable starts, the leader's only on the leader; the webhook receiver's,
+// which every replica runs, at init), and its registry asked for each name.
 func TestEveryQueriedMetricIsExported(t *testing.T) {
 	fs := flag.NewFlagSet("run", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
@@ -279,18 +289,23 @@ func startManager(t *testing.T, mgr ctrl.Manager) {
 	}
 }
 
+// installJob is the job label the monitoring component's ServiceMonitor
+// gives the operator's targets (the Service's name), the alerts select and
+// the dashboards' `job` variable starts at.
+const installJob = "hyperfleet-metrics"
+
 // The dashboards ask for their data source through one variable, name no
 // data source UID, and use Grafana's $__rate_interval (or $__range for
-// totals over the shown range) in every range selector.
+// totals over the shown range) in every range selector. They travel: every
+// series they read is selected by the `job`, `cluster` and `namespace`
+// variables, never a hard-coded job, so one dashboard serves any install,
+// any job name and a Prometheus that holds several clusters.
 func TestDashboards(t *testing.T) {
 	for file, d := range dashboards(t) {
 		if d.UID == "" || !strings.HasPrefix(d.Title, "HyperFleet / ") {
 			t.Errorf("%s: uid %q, title %q", file, d.UID, d.Title)
 		}
-		if len(d.Templating.List) != 1 || d.Templating.List[0].Name != "datasource" ||
-			d.Templating.List[0].Type != "datasource" || d.Templating.List[0].Query != "prometheus" {
-			t.Errorf("%s: template variables %+v, want only a prometheus `datasource`", file, d.Templating.List)
-		}
+		checkVariables(t, file, d.Templating.List)
 		for _, top := range d.Panels {
 			for _, p := range top.all() {
 				if p.Type == "row" {
@@ -307,10 +322,93 @@ func TestDashboards(t *testing.T) {
 				}
 				for _, target := range p.Targets {
 					checkRanges(t, file+": "+p.Title, target.Expr)
+					checkSelectors(t, file+": "+p.Title, target.Expr)
 				}
 			}
 		}
 	}
+}
+
+// checkVariables: the dashboard declares `datasource` (a Prometheus), `job`
+// (starting at the install's job), and `cluster` and `namespace` whose
+// All, the default, is a regular expression that also matches a series
+// without the label (a Prometheus of one cluster has no cluster label).
+func checkVariables(t *testing.T, file string, vars []variable) {
+	t.Helper()
+	byName := map[string]variable{}
+	for _, v := range vars {
+		byName[v.Name] = v
+	}
+	if len(vars) != 4 || len(byName) != 4 {
+		t.Errorf("%s: template variables %v, want datasource, job, cluster and namespace", file, slices.Collect(maps.Keys(byName)))
+	}
+	if v, ok := byName["datasource"]; !ok || v.Type != "datasource" || v.Query != "prometheus" {
+		t.Errorf("%s: variable datasource %+v, want a prometheus data source", file, v)
+	}
+	if v, ok := byName["job"]; !ok || currentValue(v) != installJob || v.Query != installJob {
+		t.Errorf("%s: variable job %+v, want one that starts at %q", file, v, installJob)
+	}
+	for _, name := range []string{"cluster", "namespace"} {
+		v, ok := byName[name]
+		if !ok {
+			t.Errorf("%s: no variable %s", file, name)
+			continue
+		}
+		all, err := regexp.Compile("^(?:" + v.AllValue + ")$")
+		if v.Type != "query" || !v.IncludeAll || err != nil || !all.MatchString("") || !all.MatchString("prod-eu") {
+			t.Errorf("%s: variable %s (type %q, includeAll %v, allValue %q) must offer All as a regular expression matching any value and none",
+				file, name, v.Type, v.IncludeAll, v.AllValue)
+		}
+		if currentValue(v) != "$__all" {
+			t.Errorf("%s: variable %s starts at %s, want All", file, name, v.Current.Value)
+		}
+		if !strings.Contains(v.Query, `job=~"$job"`) {
+			t.Errorf("%s: variable %s lists values with %q, want them from the selected job", file, name, v.Query)
+		}
+	}
+}
+
+// currentValue is a variable's current value, the first if it is a list.
+func currentValue(v variable) string {
+	var one string
+	if json.Unmarshal(v.Current.Value, &one) == nil {
+		return one
+	}
+	var many []string
+	if json.Unmarshal(v.Current.Value, &many) == nil && len(many) > 0 {
+		return many[0]
+	}
+	return ""
+}
+
+// selectedBy are the matchers every series a dashboard reads must carry.
+var selectedBy = map[string]string{"job": "$job", "cluster": "$cluster", "namespace": "$namespace"}
+
+// checkSelectors: every series expr reads is selected by the job, cluster
+// and namespace variables, as regular expressions (so All and several
+// values work), and by no literal job.
+func checkSelectors(t *testing.T, where, expr string) {
+	t.Helper()
+	node, err := parser.NewParser(parser.Options{}).ParseExpr(grafanaRanges.Replace(expr))
+	if err != nil {
+		t.Errorf("%s: %v", where, err)
+		return
+	}
+	parser.Inspect(node, func(n parser.Node, _ []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok {
+			return nil
+		}
+		for label, value := range selectedBy {
+			found := slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool {
+				return m.Name == label && m.Type == labels.MatchRegexp && m.Value == value
+			})
+			if !found {
+				t.Errorf("%s: %s is not selected by %s=~%q", where, vs, label, value)
+			}
+		}
+		return nil
+	})
 }
 
 func targetsDatasources(p panel) []json.RawMessage {
