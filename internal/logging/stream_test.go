@@ -97,9 +97,6 @@ func containsAll(line string, parts []string) bool {
 // handshake) and a CRD the manager watches is deleted (its reflector fails
 // to list and says so).
 func TestOperatorWritesOnlyJSONLines(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the operator and starts a control plane")
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 
