@@ -99,6 +99,13 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (reconcile.Result, 
 	past := !s.now.Before(skeleton.DeletionDeadline(c, r.DeletionTimeout))
 	left, err := r.machinesLeft(ctx, c)
 	if err == nil && len(left.claims) == 0 {
+		// The cache may not hold a claim made a moment ago, which may be
+		// beginning its machine on this cluster right now: released on
+		// that read, the cluster would strand the machine. So "none left"
+		// is confirmed on the claims as stored, once per emptied wait.
+		left, err = r.machinesLeftAsStored(ctx, c)
+	}
+	if err == nil && len(left.claims) == 0 {
 		// Only once no claim is left: a claim's own machine is not an
 		// orphan, and listing the hypervisor for each wait is not free.
 		left.orphans, err = r.orphansLeft(ctx, c)
@@ -170,6 +177,48 @@ func (r *Reconciler) machinesLeft(ctx context.Context, c *hypervisorv1alpha1.Hyp
 			}
 		}
 	}
+	return r.tally(found), nil
+}
+
+// storedPage bounds one page of the uncached claim listing.
+const storedPage = 500
+
+// machinesLeftAsStored is machinesLeft read from the API server rather
+// than the cache: every claim of the namespace, a page at a time (the
+// index exists only in the cache), kept if it recorded the cluster or, not
+// yet resolved, its template names it.
+func (r *Reconciler) machinesLeftAsStored(ctx context.Context, c *hypervisorv1alpha1.HypervisorCluster) (*deleting, error) {
+	var templates hypervisorv1alpha1.HypervisorMachineTemplateList
+	if err := r.Client.List(ctx, &templates, client.InNamespace(c.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing the templates that may name the cluster: %w", err)
+	}
+	naming := map[string]bool{}
+	for _, t := range templates.Items {
+		naming[t.Name] = t.Spec.ClusterRef.Name == c.Name
+	}
+	found := map[string]*hypervisorv1alpha1.MachineClaim{}
+	opts := []client.ListOption{client.InNamespace(c.Namespace), client.Limit(storedPage)}
+	for {
+		var page hypervisorv1alpha1.MachineClaimList
+		if err := r.APIReader.List(ctx, &page, opts...); err != nil {
+			return nil, fmt.Errorf("listing the namespace's MachineClaims as stored: %w", err)
+		}
+		for i := range page.Items {
+			mc := &page.Items[i]
+			if mc.Status.ClusterName == c.Name || mc.Status.ClusterName == "" && naming[mc.Spec.TemplateRef.Name] {
+				found[mc.Name] = mc
+			}
+		}
+		if page.Continue == "" {
+			return r.tally(found), nil
+		}
+		opts = []client.ListOption{client.InNamespace(c.Namespace), client.Limit(storedPage), client.Continue(page.Continue)}
+	}
+}
+
+// tally keeps, of the claims found, those that have or may still begin a
+// machine on the cluster.
+func (r *Reconciler) tally(found map[string]*hypervisorv1alpha1.MachineClaim) *deleting {
 	d := &deleting{timeout: r.DeletionTimeout}
 	for name, mc := range found {
 		if !mayHoldMachine(mc) {
@@ -184,7 +233,7 @@ func (r *Reconciler) machinesLeft(ctx context.Context, c *hypervisorv1alpha1.Hyp
 		}
 	}
 	sort.Strings(d.claims)
-	return d, nil
+	return d
 }
 
 // orphansLeft lists the machines on the cluster that the orphan sweeper

@@ -50,9 +50,16 @@ const installation = "hf-props"
 // The operator's timing in the sequences: short enough that a sequence
 // settles in seconds, in the same order as production's (a claim gives up
 // before its cluster, the sweeper's grace covers a create in flight).
+//
+// The cluster's deadline is also longer than any sequence with its settle,
+// as production's 30 minutes are longer than a claim's retries (a Proxmox
+// 5xx asks for 10 s): a cluster released at its deadline strands, by
+// design and with a Warning event, the machine of a claim nobody deleted,
+// so a deadline a sequence can reach would make the property's verdict on
+// that claim a matter of timing.
 const (
 	finalizationTimeout    = 15 * time.Second
-	clusterDeletionTimeout = 30 * time.Second
+	clusterDeletionTimeout = 5 * time.Minute
 	orphanGrace            = 2 * time.Second
 	leaseDuration          = 2 * time.Second
 )
