@@ -271,14 +271,21 @@ func (r *Reconciler) retireAll(ctx context.Context, s *scope, claims []*hypervis
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			ok := r.retire(ctx, s, s.gh, s.gscope, *s.obs, c)
+			outcome := r.retire(ctx, s, s.gh, s.gscope, *s.obs, c)
 			mu.Lock()
 			defer mu.Unlock()
-			if !ok {
+			switch outcome {
+			case notRetiredYet:
 				failed++
-				return
+			case keptBusy:
+				// It took a job since the listing this reconcile sorted by:
+				// it stays, and counts as the busy runner it is, or the pool
+				// would make its replacement beside it and go past
+				// maxReplicas.
+				s.obs.busy = append(s.obs.busy, c)
+			case retired:
+				s.mem.forgetRunner(c.Name)
 			}
-			s.mem.forgetRunner(c.Name)
 		}()
 	}
 	wg.Wait()
@@ -558,25 +565,36 @@ func (r *Reconciler) holdFinished(s *scope, c *hypervisorv1alpha1.MachineClaim) 
 	return s.now.Sub(at) < finishedGrace
 }
 
+// retireOutcome is what retire did with a runner.
+type retireOutcome int
+
+const (
+	// retired: its registration and machine are gone, or going; the
+	// caller forgets the runner (poolMemory.forgetRunner).
+	retired retireOutcome = iota
+	// keptBusy: GitHub refused the deregistration because the runner is
+	// running a job, on a machine that is still there: it keeps its job.
+	keptBusy
+	// notRetiredYet: the registration could not be removed; retried.
+	notRetiredYet
+)
+
 // retire removes a claim whose runner is over: registration first (so
-// nothing new lands on it), then the machine. It reports false when the
-// registration could not be removed yet (it is retried); on true the
-// caller forgets the runner (poolMemory.forgetRunner). It may run beside
-// others of the same reconcile, so it only reads the scope.
-func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, c *hypervisorv1alpha1.MachineClaim) bool {
+// nothing new lands on it), then the machine. It may run beside others of
+// the same reconcile, so it only reads the scope.
+func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, c *hypervisorv1alpha1.MachineClaim) retireOutcome {
 	if rn, ok := obs.byName[c.Name]; ok {
 		if err := r.deregister(ctx, s, gh, gscope, rn); err != nil {
-			// A busy runner on a machine that is still there keeps its job.
 			if errors.Is(err, github.ErrRunnerBusy) && c.Status.Phase != hypervisorv1alpha1.MachineTerminated && c.Status.Phase != hypervisorv1alpha1.MachineFailed {
-				return true
+				return keptBusy
 			}
-			return false
+			return notRetiredYet
 		}
 	}
 	if err := r.deleteRunnerMachine(ctx, s.pool, c); err != nil {
 		ctrl.LoggerFrom(ctx).Error(err, "Deleting a runner's MachineClaim failed", "claim", c.Name)
 	}
-	return true
+	return retired
 }
 
 // forgetRunner drops what the pool remembered of a runner it removed.

@@ -891,3 +891,22 @@ func TestRelabelledPoolServesJobsOfItsNewLabels(t *testing.T) {
 		}))
 	})
 }
+
+// The smallest sequence the property found next: a runner the pool retired
+// (its labels dropped) had taken a job since the listing the pool sorted
+// by, so GitHub refused its deregistration; it kept its job, but the pool
+// no longer counted it and made its replacement beside it, going past
+// maxReplicas. A runner kept busy now counts as busy.
+func TestRunnerKeptBusyAtRetirementCountsTowardMax(t *testing.T) {
+	proptest.CheckSequences(t, 1, 5, 6, 0, func(p *gopter.Properties) {
+		p.Property("kept busy", commands.Prop(&commands.ProtoCommands{
+			NewSystemUnderTestFunc:     func(initial commands.State) commands.SystemUnderTest { return newSystem(t, initial.(*model)) },
+			DestroySystemUnderTestFunc: func(s commands.SystemUnderTest) { s.(*system).destroy() },
+			InitialStateGen:            gen.Const(&model{Min: 2, Max: 2, Labels: poolB}),
+			GenCommandFunc: func(st commands.State) gopter.Gen {
+				steps := []commands.Command{serve{}, queue{Kind: jobB}, relabel{Labels: poolA}, serve{}, settle{}}
+				return gen.Const(steps[min(st.(*model).Steps, len(steps)-1)])
+			},
+		}))
+	})
+}
