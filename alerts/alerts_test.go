@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -94,5 +96,54 @@ func TestRulesUnitTests(t *testing.T) {
 		t.Run(strings.TrimSuffix(f, ".yaml"), func(t *testing.T) {
 			run(t, dir, bin, "test", "rules", f)
 		})
+	}
+}
+
+// groupings are PromQL's label lists of aggregations and vector matches:
+// by (...), without (...), on (...), ignoring (...).
+var groupings = regexp.MustCompile(`\b(by|without|on|ignoring)\s*\(([^)]*)\)`)
+
+// Every aggregation and vector match keeps the label cluster, so a
+// multi-cluster or global ruler does not merge clusters (a cluster without
+// a leader hidden by another's, counts of two clusters summed):
+// HyperFleetNoLeader's unit tests show one such case.
+func TestRulesKeepCluster(t *testing.T) {
+	data, err := os.ReadFile("prometheusrule.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pr struct {
+		Spec struct {
+			Groups []struct {
+				Rules []struct {
+					Alert string `json:"alert"`
+					Expr  string `json:"expr"`
+				} `json:"rules"`
+			} `json:"groups"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal(data, &pr); err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, g := range pr.Spec.Groups {
+		for _, r := range g.Rules {
+			for _, m := range groupings.FindAllStringSubmatch(r.Expr, -1) {
+				seen++
+				labels := strings.Split(m[2], ",")
+				for i := range labels {
+					labels[i] = strings.TrimSpace(labels[i])
+				}
+				switch keeps := slices.Contains(labels, "cluster"); {
+				case (m[1] == "by" || m[1] == "on") && !keeps:
+					t.Errorf("%s: %s drops the label cluster", r.Alert, m[0])
+				case (m[1] == "without" || m[1] == "ignoring") && keeps:
+					t.Errorf("%s: %s drops the label cluster", r.Alert, m[0])
+				}
+			}
+		}
+	}
+	if seen == 0 {
+		t.Fatal("no aggregation found in prometheusrule.yaml")
 	}
 }

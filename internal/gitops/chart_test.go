@@ -9,14 +9,11 @@ import (
 	"testing"
 
 	"helm.sh/helm/v4/pkg/chart/common"
-	"helm.sh/helm/v4/pkg/chart/common/util"
 	chartv2 "helm.sh/helm/v4/pkg/chart/v2"
 	"helm.sh/helm/v4/pkg/chart/v2/loader"
-	"helm.sh/helm/v4/pkg/engine"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/hyperfleet/hyperfleet/internal/gitops"
-	"github.com/hyperfleet/hyperfleet/internal/manifests"
 )
 
 // The generated files in the repository are what the generator makes now:
@@ -61,36 +58,9 @@ func render(t *testing.T, ch *chartv2.Chart, namespace string, values map[string
 // `helm template` without --api-versions).
 func renderOn(t *testing.T, ch *chartv2.Chart, namespace string, values map[string]any, caps *common.Capabilities) []*unstructured.Unstructured {
 	t.Helper()
-	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{Name: "hyperfleet", Namespace: namespace, IsInstall: true}, caps)
+	objs, err := gitops.RenderChart(ch, namespace, values, caps)
 	if err != nil {
 		t.Fatal(err)
-	}
-	out, err := engine.Render(ch, vals)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var objs []*unstructured.Unstructured
-	names := make([]string, 0, len(out))
-	for name := range out {
-		names = append(names, name)
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		if !strings.HasSuffix(name, ".yaml") {
-			continue
-		}
-		decoded, err := manifests.Decode(name, []byte(out[name]))
-		if err != nil {
-			t.Fatalf("%s: %v\n%s", name, err, out[name])
-		}
-		objs = append(objs, decoded...)
-	}
-	for _, crd := range ch.CRDObjects() {
-		decoded, err := manifests.Decode(crd.Name, crd.File.Data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		objs = append(objs, decoded...)
 	}
 	return objs
 }

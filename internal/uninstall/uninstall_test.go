@@ -45,15 +45,15 @@ func TestRemoveEverything(t *testing.T) {
 		t.Fatalf("%d VMs on the simulator, want %d", n, len(claims))
 	}
 
-	for _, step := range doc.path(t, "a", "a1", "a2", "a3", "a4", "a5", "a6") {
-		in.run(step, doc.blocks[step], lab.NS, nil)
+	for _, step := range doc.Path(t, "a", "a1", "a2", "a3", "a4", "a5", "a6") {
+		in.run(step, doc.Blocks[step], lab.NS, nil)
 		if step == "a2" && len(lab.OwnedVMs()) != 0 {
 			t.Errorf("after step a2 the simulator still has %v", lab.OwnedVMs())
 		}
 	}
 
 	crds := &apiextensionsv1.CustomResourceDefinitionList{}
-	if err := in.c.List(context.Background(), crds); err != nil {
+	if err := in.C.List(context.Background(), crds); err != nil {
 		t.Fatal(err)
 	}
 	for _, crd := range crds.Items {
@@ -66,13 +66,13 @@ func TestRemoveEverything(t *testing.T) {
 	}
 	// The user's namespace goes too: nothing in it waits for the operator.
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: lab.NS}}
-	if err := in.c.Delete(context.Background(), ns); err != nil {
+	if err := in.C.Delete(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
-	in.gone(ns, time.Minute)
-	in.gone(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gitops.Namespace}}, time.Minute)
+	in.Gone(ns, time.Minute)
+	in.Gone(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: gitops.Namespace}}, time.Minute)
 	nsList := &corev1.NamespaceList{}
-	if err := in.c.List(context.Background(), nsList); err != nil {
+	if err := in.C.List(context.Background(), nsList); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range nsList.Items {
@@ -97,7 +97,7 @@ func TestRemoveTheOperatorKeepTheObjects(t *testing.T) {
 	lab := hypervisorlab.Proxmox(t)
 	claims := readyClaims(t, lab, "runner-1", "runner-2")
 	opNS := &corev1.Namespace{}
-	if err := in.c.Get(ctx, client.ObjectKey{Name: gitops.Namespace}, opNS); err != nil {
+	if err := in.C.Get(ctx, client.ObjectKey{Name: gitops.Namespace}, opNS); err != nil {
 		t.Fatal(err)
 	}
 
@@ -108,21 +108,21 @@ func TestRemoveTheOperatorKeepTheObjects(t *testing.T) {
 		t.Fatalf("release-finalizers with the operator running: %v, want %v", err, uninstall.ErrOperatorRunning)
 	}
 
-	b := doc.path(t, "b", "b1", "b2")
-	in.run(b[0], doc.blocks[b[0]], lab.NS, nil)
+	b := doc.Path(t, "b", "b1", "b2")
+	in.run(b[0], doc.Blocks[b[0]], lab.NS, nil)
 
 	// What stays: the CRDs, the Namespace, every user object with its
 	// finalizers, every VM.
-	for _, u := range in.objs {
+	for _, u := range in.Objs {
 		if u.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
-		if err := in.c.Get(ctx, client.ObjectKey{Name: u.GetName()}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
+		if err := in.C.Get(ctx, client.ObjectKey{Name: u.GetName()}, &apiextensionsv1.CustomResourceDefinition{}); err != nil {
 			t.Errorf("CRD %s after step b1: %v", u.GetName(), err)
 		}
 	}
 	kept := &corev1.Namespace{}
-	if err := in.c.Get(ctx, client.ObjectKey{Name: gitops.Namespace}, kept); err != nil || kept.UID != opNS.UID || kept.DeletionTimestamp != nil {
+	if err := in.C.Get(ctx, client.ObjectKey{Name: gitops.Namespace}, kept); err != nil || kept.UID != opNS.UID || kept.DeletionTimestamp != nil {
 		t.Errorf("namespace %s after step b1: %v (UID %s, was %s; deleting %v)", gitops.Namespace, err, kept.UID, opNS.UID, kept.DeletionTimestamp)
 	}
 	for _, obj := range append([]client.Object{
@@ -146,7 +146,7 @@ func TestRemoveTheOperatorKeepTheObjects(t *testing.T) {
 
 	// Step b2, line by line; after its first line (the namespace deleted,
 	// nothing released yet) the namespace must be stuck.
-	in.run(b[1], doc.blocks[b[1]], lab.NS, func(i int) {
+	in.run(b[1], doc.Blocks[b[1]], lab.NS, func(i int) {
 		if i != 0 {
 			return
 		}
@@ -180,7 +180,7 @@ func stuck(t *testing.T, in *installation, ns string) {
 	var last string
 	remaining := func() bool {
 		n := &corev1.Namespace{}
-		if err := in.c.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
+		if err := in.C.Get(context.Background(), client.ObjectKey{Name: ns}, n); err != nil {
 			last = err.Error()
 			return false
 		}
@@ -238,7 +238,7 @@ func readyClaims(t *testing.T, lab *hypervisorlab.Lab, names ...string) []client
 // names would, on the test cluster; after reports each line done. A line
 // the test does not know fails it: the page holds only what is tested.
 func (in *installation) run(step string, lines []string, ns string, after func(i int)) {
-	t := in.t
+	t := in.T
 	t.Helper()
 	if len(lines) == 0 {
 		t.Fatalf("docs/uninstall.md has no step %s", step)
@@ -257,7 +257,7 @@ func (in *installation) run(step string, lines []string, ns string, after func(i
 }
 
 func (in *installation) do(step, line string) {
-	t := in.t
+	t := in.T
 	t.Helper()
 	ctx := context.Background()
 	f := strings.Fields(line)
@@ -282,7 +282,7 @@ func (in *installation) do(step, line string) {
 	case len(args) >= 3 && args[0] == "kubectl" && args[1] == "delete" && args[2] == "crd":
 		names := args[3:]
 		var want []string
-		for _, u := range in.objs {
+		for _, u := range in.Objs {
 			if u.GetKind() == "CustomResourceDefinition" {
 				want = append(want, u.GetName())
 			}
@@ -292,29 +292,29 @@ func (in *installation) do(step, line string) {
 		}
 		for _, name := range names {
 			crd := &apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: name}}
-			if err := in.c.Delete(ctx, crd); !deleted(err, flags) {
+			if err := in.C.Delete(ctx, crd); !deleted(err, flags) {
 				t.Fatalf("step %s: deleting CRD %s: %v", step, name, err)
 			}
-			in.gone(crd, time.Minute)
+			in.Gone(crd, time.Minute)
 		}
 
 	case len(args) == 4 && args[0] == "kubectl" && args[1] == "delete" && args[2] == "namespace":
 		ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: args[3]}}
-		if err := in.c.Delete(ctx, ns); !deleted(err, flags) {
+		if err := in.C.Delete(ctx, ns); !deleted(err, flags) {
 			t.Fatalf("step %s: deleting namespace %s: %v", step, args[3], err)
 		}
 		if flags["--wait"] != "false" {
-			in.gone(ns, time.Minute)
+			in.Gone(ns, time.Minute)
 		}
 
 	case len(args) == 3 && args[0] == "kubectl" && args[1] == "wait" && flags["--for"] == "delete" && strings.HasPrefix(args[2], "namespace/"):
-		in.gone(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(args[2], "namespace/")}}, time.Minute)
+		in.Gone(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: strings.TrimPrefix(args[2], "namespace/")}}, time.Minute)
 
 	case len(args) == 3 && args[0] == "kubectl" && args[1] == "delete" && hasFlag(flags, "--all") && hasFlag(flags, "--all-namespaces"):
 		kinds := in.kinds(step, args[2])
 		for _, gvk := range kinds {
 			for _, u := range in.list(gvk) {
-				if err := in.c.Delete(ctx, &u, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+				if err := in.C.Delete(ctx, &u, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 					t.Fatalf("step %s: deleting %s %s/%s: %v", step, gvk.Kind, u.GetNamespace(), u.GetName(), err)
 				}
 			}
@@ -339,10 +339,10 @@ func (in *installation) do(step, line string) {
 // kinds; every HyperFleet kind with objects of its own must be named once the
 // step is about all of them.
 func (in *installation) kinds(step, resources string) []schema.GroupVersionKind {
-	t := in.t
+	t := in.T
 	t.Helper()
 	byPlural := map[string]schema.GroupVersionKind{}
-	for _, u := range in.objs {
+	for _, u := range in.Objs {
 		if u.GetKind() != "CustomResourceDefinition" {
 			continue
 		}
@@ -365,11 +365,11 @@ func (in *installation) kinds(step, resources string) []schema.GroupVersionKind 
 }
 
 func (in *installation) list(gvk schema.GroupVersionKind) []unstructured.Unstructured {
-	in.t.Helper()
+	in.T.Helper()
 	l := &unstructured.UnstructuredList{}
 	l.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := in.c.List(context.Background(), l); err != nil {
-		in.t.Fatalf("listing %s: %v", gvk.Kind, err)
+	if err := in.C.List(context.Background(), l); err != nil {
+		in.T.Fatalf("listing %s: %v", gvk.Kind, err)
 	}
 	return l.Items
 }
@@ -393,7 +393,7 @@ func (in *installation) left(kinds []schema.GroupVersionKind) []string {
 // `kubectl delete deployment` deletes less. Both tools must keep the same
 // objects: the CRDs and the Namespace.
 func (in *installation) removeOperator(step string, lines []string) {
-	t := in.t
+	t := in.T
 	t.Helper()
 	seen := map[string]bool{}
 	for _, line := range lines {
@@ -429,7 +429,7 @@ func (in *installation) removeOperator(step string, lines []string) {
 		}
 	}
 
-	in.stop()
+	in.Stop()
 	keptBy := func(u *unstructured.Unstructured) (argo, flux bool) {
 		a := u.GetAnnotations()
 		for _, o := range strings.Split(a["argocd.argoproj.io/sync-options"], ",") {
@@ -440,7 +440,7 @@ func (in *installation) removeOperator(step string, lines []string) {
 		return argo, a["kustomize.toolkit.fluxcd.io/prune"] == "disabled"
 	}
 	var kept []string
-	for _, u := range in.objs {
+	for _, u := range in.Objs {
 		argo, flux := keptBy(u)
 		if argo != flux {
 			t.Errorf("%s: kept by Argo CD %v, by Flux %v", gitops.ID(u), argo, flux)
@@ -450,7 +450,7 @@ func (in *installation) removeOperator(step string, lines []string) {
 			continue
 		}
 		obj := u.DeepCopy()
-		if err := in.c.Delete(context.Background(), obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
+		if err := in.C.Delete(context.Background(), obj, client.PropagationPolicy(metav1.DeletePropagationBackground)); err != nil && !apierrors.IsNotFound(err) {
 			t.Fatalf("step %s: deleting %s: %v", step, gitops.ID(u), err)
 		}
 	}
