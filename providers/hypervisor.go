@@ -201,12 +201,16 @@ type MachineSpec struct {
 // KubeVirtSpec says what VirtualMachine to make on KubeVirt.
 type KubeVirtSpec struct {
 	// Template is a kubevirt.io/v1 VirtualMachine in YAML or JSON. It may use
-	// the placeholders ${vm_name}, ${namespace}, ${cyberdesk_name},
-	// ${managed_by} and ${user_data_base64}; any other is an error.
+	// the placeholders ${vm_name}, ${namespace}, ${managed_by} and
+	// ${user_data_base64}, which the provider fills, and those of
+	// Variables; any other is an error.
 	Template []byte
 	// TemplateSource names where Template came from, for error messages
-	// ("ConfigMap cyberdesk-system/cyberdesk-vm-template key template.yaml").
+	// ("ConfigMap hyperfleet-system/vm-template key template.yaml").
 	TemplateSource string
+	// Variables are placeholders of the caller's own, with their values;
+	// one named like a provider's placeholder is ignored.
+	Variables map[string]string
 	// RunStrategy overrides the template's, when set.
 	RunStrategy string
 	// Labels are added to the VirtualMachine and its instance.

@@ -47,14 +47,16 @@ func (p *Provider) build(spec providers.MachineSpec, namespace string) (desired,
 		return desired{}, templateError("", "the machine has no VirtualMachine template: set spec.kubevirt.virtualMachine or spec.kubevirt.templateConfigMapRef on the HypervisorMachineTemplate")
 	}
 	userData := p.userData(spec)
-	ownerName := spec.Owner.Name
-	vars := map[string]string{
-		VarVMName:         spec.Ref.Name,
-		VarNamespace:      namespace,
-		VarCyberdeskName:  ownerName,
-		VarManagedBy:      p.cfg.ManagedBy,
-		VarUserDataBase64: base64.StdEncoding.EncodeToString([]byte(userData)),
+	vars := make(map[string]string, len(BuiltinVariables)+len(kv.Variables))
+	for k, v := range kv.Variables {
+		vars[k] = v
 	}
+	// The provider's own values win: a caller cannot rename the machine
+	// or its namespace through a variable.
+	vars[VarVMName] = spec.Ref.Name
+	vars[VarNamespace] = namespace
+	vars[VarManagedBy] = p.cfg.ManagedBy
+	vars[VarUserDataBase64] = base64.StdEncoding.EncodeToString([]byte(userData))
 	text, err := Render(string(kv.Template), vars)
 	if err != nil {
 		return desired{}, templateError(kv.TemplateSource, err.Error())
@@ -72,8 +74,9 @@ func (p *Provider) build(spec providers.MachineSpec, namespace string) (desired,
 	vm.APIVersion, vm.Kind = kubevirtv1.SchemeGroupVersion.String(), "VirtualMachine"
 	var notices []string
 	if vm.Namespace != "" && vm.Namespace != namespace {
-		// The original Cyberdesk template puts every desk in "kubevirt".
-		// The VM stays beside its owner instead: its cloud-init Secret,
+		// A template may name a namespace of its own (one written for
+		// another operator puts every VM in "kubevirt"). The VM stays
+		// beside its owner instead: its cloud-init Secret,
 		// the operator's RBAC and every tenant's cleanup are there.
 		notices = append(notices, fmt.Sprintf("the template's metadata.namespace %q is not used: VirtualMachine %s is made in namespace %q, beside its owner; remove metadata.namespace from the template to silence this",
 			vm.Namespace, spec.Ref.Name, namespace))

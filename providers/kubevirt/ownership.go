@@ -23,8 +23,9 @@ const (
 	LabelManaged = "hyperfleet.io/managed"
 	// LabelOwnerUID holds the owning object's UID.
 	LabelOwnerUID = "hyperfleet.io/owner-uid"
-	// LabelOwnerKind holds the owning object's kind (MachineClaim,
-	// Cyberdesk), so the MachineClaim orphan sweeper never sees a desktop.
+	// LabelOwnerKind holds the owning object's kind (MachineClaim, or the
+	// kind of another owner a provider is made for), so a sweeper of one
+	// kind's orphans never sees another kind's machines.
 	LabelOwnerKind = "hyperfleet.io/owner-kind"
 	// LabelInstallation holds the id of the installation that made it.
 	LabelInstallation = "hyperfleet.io/installation"

@@ -41,8 +41,8 @@ type Config struct {
 	Namespace string
 	// Labels go on every VirtualMachine besides the ownership labels.
 	Labels map[string]string
-	// OwnerKind is the kind of object machines belong to (MachineClaim,
-	// Cyberdesk); List returns only those.
+	// OwnerKind is the kind of object machines belong to (MachineClaim);
+	// List returns only those.
 	OwnerKind string
 	// ManagedBy fills ${managed_by}. Default "hyperfleet".
 	ManagedBy string

@@ -13,14 +13,14 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 )
 
-const cyberdeskTemplate = `apiVersion: kubevirt.io/v1
+const vmTemplate = `apiVersion: kubevirt.io/v1
 kind: VirtualMachine
 metadata:
   name: ${vm_name}
   namespace: ${namespace}
   labels:
-    app: cyberdesk
-    cyberdesk: ${cyberdesk_name}
+    app: desktop
+    vm: ${vm_name}
     app.kubernetes.io/managed-by: ${managed_by}
 spec:
   running: true
@@ -49,16 +49,16 @@ spec:
 `
 
 func TestRender(t *testing.T) {
-	vars := map[string]string{VarVMName: "cyberdesk-a", VarNamespace: "ns", VarCyberdeskName: "a", VarManagedBy: "hf", VarUserDataBase64: "eA=="}
+	vars := map[string]string{VarVMName: "desk-a", VarNamespace: "ns", "owner_name": "a", VarManagedBy: "hf", VarUserDataBase64: "eA=="}
 	cases := []struct {
 		name, in, want, err string
 	}{
-		{name: "all variables", in: "${vm_name}/${namespace}/${cyberdesk_name}/${managed_by}/${user_data_base64}", want: "cyberdesk-a/ns/a/hf/eA=="},
+		{name: "all variables", in: "${vm_name}/${namespace}/${owner_name}/${managed_by}/${user_data_base64}", want: "desk-a/ns/a/hf/eA=="},
 		{name: "no placeholders", in: "plain: text\n", want: "plain: text\n"},
 		{name: "a lone dollar stays", in: "cost: $5", want: "cost: $5"},
-		{name: "unknown variable named", in: "a: 1\nb: ${vm_nmea}\n", err: "line 2: unknown variable ${vm_nmea}"},
+		{name: "unknown variable named", in: "a: 1\nb: ${vm_nmea}\n", err: "line 2: unknown variable ${vm_nmea}; the template may use only ${vm_name}, ${namespace}, ${managed_by}, ${user_data_base64}, ${owner_name}"},
 		{name: "unclosed", in: "name: ${vm_name\nx: y", err: "never closed"},
-		{name: "missing value", in: "${managed_by}", err: "${managed_by} has no value"},
+		{name: "missing value", in: "${managed_by}", err: "unknown variable ${managed_by}; the template may use only no variables"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,26 +82,33 @@ func TestRender(t *testing.T) {
 
 func testProvider(t *testing.T) *Provider {
 	t.Helper()
-	return &Provider{cfg: Config{OwnerKind: "Cyberdesk", ManagedBy: "hyperfleet", Labels: map[string]string{"team": "desk"}, Installation: "prod-1"}}
+	return &Provider{cfg: Config{OwnerKind: "Desk", ManagedBy: "hyperfleet", Labels: map[string]string{"team": "desk"}, Installation: "prod-1"}}
 }
 
-func TestBuildFromCyberdeskTemplate(t *testing.T) {
+// The template's placeholders take the provider's values and the caller's
+// own (Variables); a caller's variable named like one of the provider's
+// changes nothing.
+func TestBuildFromTemplate(t *testing.T) {
 	p := testProvider(t)
 	spec := providers.MachineSpec{
-		Ref:       providers.MachineRef{Name: "cyberdesk-a", Namespace: "ignored"},
+		Ref:       providers.MachineRef{Name: "desk-a", Namespace: "ignored"},
 		Owner:     providers.Owner{UID: "uid-1", Namespace: "ns", Name: "a"},
 		CloudInit: providers.CloudInitSpec{UserData: "#cloud-config\npassword: s3cret\n"},
-		KubeVirt:  &providers.KubeVirtSpec{Template: []byte(cyberdeskTemplate), TemplateSource: "ConfigMap x"},
+		KubeVirt: &providers.KubeVirtSpec{
+			Template:       []byte(strings.Replace(vmTemplate, "app: desktop", "desk: ${owner_name}", 1)),
+			TemplateSource: "ConfigMap x",
+			Variables:      map[string]string{"owner_name": "a", VarVMName: "renamed", VarNamespace: "elsewhere"},
+		},
 	}
 	d, err := p.build(spec, "ns")
 	if err != nil {
 		t.Fatal(err)
 	}
 	vm := d.vm
-	if vm.Name != "cyberdesk-a" || vm.Namespace != "ns" {
+	if vm.Name != "desk-a" || vm.Namespace != "ns" {
 		t.Fatalf("VM is %s/%s", vm.Namespace, vm.Name)
 	}
-	for k, v := range map[string]string{"cyberdesk": "a", "app.kubernetes.io/managed-by": "hyperfleet", LabelOwnerUID: "uid-1", LabelOwnerKind: "Cyberdesk", LabelInstallation: "prod-1", "team": "desk"} {
+	for k, v := range map[string]string{"desk": "a", "vm": "desk-a", "app.kubernetes.io/managed-by": "hyperfleet", LabelOwnerUID: "uid-1", LabelOwnerKind: "Desk", LabelInstallation: "prod-1", "team": "desk"} {
 		if vm.Labels[k] != v {
 			t.Errorf("label %s = %q, want %q", k, vm.Labels[k], v)
 		}
@@ -110,7 +117,7 @@ func TestBuildFromCyberdeskTemplate(t *testing.T) {
 		t.Error("the instance template lacks the ownership label")
 	}
 	src := vm.Spec.Template.Spec.Volumes[1].CloudInitNoCloud
-	if src.UserDataBase64 != "" || src.UserData != "" || src.UserDataSecretRef == nil || src.UserDataSecretRef.Name != "cyberdesk-a-cloudinit" {
+	if src.UserDataBase64 != "" || src.UserData != "" || src.UserDataSecretRef == nil || src.UserDataSecretRef.Name != "desk-a-cloudinit" {
 		t.Fatalf("user data not moved into the Secret: %+v", src)
 	}
 	if d.secret == nil || string(d.secret.Data[UserDataKey]) != spec.CloudInit.UserData {
@@ -127,13 +134,13 @@ func TestBuildFromCyberdeskTemplate(t *testing.T) {
 	}
 }
 
-// A template naming another namespace (the original Cyberdesk one says
-// "kubevirt") still makes the VM beside its owner, with a notice saying so.
+// A template naming another namespace (one written for another operator
+// says "kubevirt") still makes the VM beside its owner, with a notice saying so.
 func TestBuildKeepsTheVMBesideItsOwner(t *testing.T) {
 	p := testProvider(t)
 	d, err := p.build(providers.MachineSpec{
-		Ref: providers.MachineRef{Name: "cyberdesk-a"}, Owner: providers.Owner{UID: "u"},
-		KubeVirt: &providers.KubeVirtSpec{Template: []byte(strings.Replace(cyberdeskTemplate, "namespace: ${namespace}", "namespace: kubevirt", 1))},
+		Ref: providers.MachineRef{Name: "desk-a"}, Owner: providers.Owner{UID: "u"},
+		KubeVirt: &providers.KubeVirtSpec{Template: []byte(strings.Replace(vmTemplate, "namespace: ${namespace}", "namespace: kubevirt", 1))},
 	}, "tenant-a")
 	if err != nil {
 		t.Fatal(err)
@@ -180,12 +187,12 @@ func TestBuildAddsCloudInitAndRunStrategy(t *testing.T) {
 func TestBuildErrorsNameTheProblem(t *testing.T) {
 	p := testProvider(t)
 	for name, tc := range map[string]struct{ tmpl, want string }{
-		"unknown variable": {strings.Replace(cyberdeskTemplate, "${cyberdesk_name}", "${desk}", 1), "unknown variable ${desk}"},
-		"unknown field":    {strings.Replace(cyberdeskTemplate, "running: true", "runnning: true", 1), "runnning"},
-		"wrong kind":       {strings.Replace(cyberdeskTemplate, "kind: VirtualMachine", "kind: Pod", 1), `kind is "Pod"`},
+		"unknown variable": {strings.Replace(vmTemplate, "app: desktop", "app: ${desk}", 1), "unknown variable ${desk}"},
+		"unknown field":    {strings.Replace(vmTemplate, "running: true", "runnning: true", 1), "runnning"},
+		"wrong kind":       {strings.Replace(vmTemplate, "kind: VirtualMachine", "kind: Pod", 1), `kind is "Pod"`},
 		"no template":      {"apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nspec: {}\n", "spec.template"},
-		"bad base64":       {strings.Replace(cyberdeskTemplate, "${user_data_base64}", "'!!'", 1), "not valid base64"},
-		"never starts":     {strings.Replace(cyberdeskTemplate, "running: true", "running: false", 1), "would never start"},
+		"bad base64":       {strings.Replace(vmTemplate, "${user_data_base64}", "'!!'", 1), "not valid base64"},
+		"never starts":     {strings.Replace(vmTemplate, "running: true", "running: false", 1), "would never start"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := p.build(providers.MachineSpec{
@@ -273,7 +280,7 @@ func TestMachineOf(t *testing.T) {
 func TestUserDataNeverInTheVM(t *testing.T) {
 	p := testProvider(t)
 	secret := "TOKEN-abc123"
-	for _, tmpl := range []string{cyberdeskTemplate, strings.Replace(cyberdeskTemplate, "userDataBase64: ${user_data_base64}", "userData: |\n              #cloud-config\n              token: "+secret, 1)} {
+	for _, tmpl := range []string{vmTemplate, strings.Replace(vmTemplate, "userDataBase64: ${user_data_base64}", "userData: |\n              #cloud-config\n              token: "+secret, 1)} {
 		d, err := p.build(providers.MachineSpec{
 			Ref: providers.MachineRef{Name: "vm"}, Owner: providers.Owner{UID: "u"},
 			CloudInit: providers.CloudInitSpec{UserData: "token: " + secret},

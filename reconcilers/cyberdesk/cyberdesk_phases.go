@@ -69,7 +69,7 @@ func (r *Reconciler) createVM(ctx context.Context, s *scope) (skeleton.Result, e
 	m, err := r.Provider.Create(ctx, providers.MachineSpec{
 		Ref: vmRef(d), Owner: owner(d),
 		CloudInit: providers.CloudInitSpec{UserData: d.Spec.UserData},
-		KubeVirt:  &providers.KubeVirtSpec{Template: []byte(text), TemplateSource: source},
+		KubeVirt:  &providers.KubeVirtSpec{Template: []byte(text), TemplateSource: source, Variables: machinespec.Variables(d.Name)},
 	})
 	if errors.Is(err, providers.ErrNameTaken) {
 		s.blocked = &blocker{phase: cyberdeskv1alpha1.CyberdeskPending, state: conditions.Stalled, reason: "VMNameTaken",

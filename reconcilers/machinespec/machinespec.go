@@ -25,6 +25,22 @@ import (
 // from when none is named.
 const DefaultTemplateKey = "template.yaml"
 
+// VarOwnerName is the placeholder a KubeVirt template gives the name of
+// the machine's owner: the claim, or the Cyberdesk behind it. The name is
+// the Cyberdesk operator's, whose templates are used unchanged.
+const VarOwnerName = "cyberdesk_name"
+
+// Variables are the placeholders a KubeVirt template may use beside the
+// provider's own (${vm_name}, ${namespace}, ${managed_by},
+// ${user_data_base64}), with their values for an owner named ownerName.
+func Variables(ownerName string) map[string]string {
+	return map[string]string{VarOwnerName: ownerName}
+}
+
+// templateCheckOwner stands in for the owner's name when a template is
+// checked before any claim uses it.
+const templateCheckOwner = "template-check"
+
 // +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
 
 // Resolve is FromTemplate completed with what lives in other objects: a
@@ -41,7 +57,11 @@ func Resolve(ctx context.Context, reader client.Reader, t *hypervisorv1alpha1.Hy
 	if kv == nil {
 		return s, nil
 	}
-	s.KubeVirt = &providers.KubeVirtSpec{RunStrategy: string(kv.RunStrategy)}
+	ownerName := templateCheckOwner
+	if claim != nil {
+		ownerName = claim.Name
+	}
+	s.KubeVirt = &providers.KubeVirtSpec{RunStrategy: string(kv.RunStrategy), Variables: Variables(ownerName)}
 	switch {
 	case kv.VirtualMachine != nil:
 		s.KubeVirt.Template = kv.VirtualMachine.Raw

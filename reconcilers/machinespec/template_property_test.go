@@ -1,4 +1,4 @@
-package kubevirt
+package machinespec_test
 
 import (
 	"encoding/base64"
@@ -15,7 +15,18 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/proptest"
 	cyberdesktemplate "github.com/hyperfleet/hyperfleet/kustomize/cyberdesk"
 	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 )
+
+// vars are the values a KubeVirt template renders with: the provider's own
+// and machinespec's for an owner named owner.
+func vars(vmName, ns, owner, managedBy, userDataBase64 string) map[string]string {
+	v := machinespec.Variables(owner)
+	v[kubevirt.VarVMName], v[kubevirt.VarNamespace] = vmName, ns
+	v[kubevirt.VarManagedBy], v[kubevirt.VarUserDataBase64] = managedBy, userDataBase64
+	return v
+}
 
 // shippedTemplate is the Cyberdesk VirtualMachine template the base ships.
 func shippedTemplate(t *testing.T) string {
@@ -56,9 +67,7 @@ func TestPropertyCyberdeskTemplateKeepsValuesInTheirFields(t *testing.T) {
 			func(ns, desk, managedBy string, userData []byte) string {
 				vmName := providers.MachineName(providers.Owner{Namespace: ns, Name: desk})
 				ud := base64.StdEncoding.EncodeToString(userData)
-				text, err := Render(tmpl, map[string]string{
-					VarVMName: vmName, VarNamespace: ns, VarCyberdeskName: desk, VarManagedBy: managedBy, VarUserDataBase64: ud,
-				})
+				text, err := kubevirt.Render(tmpl, vars(vmName, ns, desk, managedBy, ud))
 				if err != nil {
 					return "render: " + err.Error()
 				}
@@ -94,8 +103,7 @@ func TestPropertyCyberdeskTemplateKeepsValuesInTheirFields(t *testing.T) {
 // The smallest case the property found before the template quoted its
 // placeholders: the namespace "0o17" read back as the number 15.
 func TestCyberdeskTemplateKeepsANumberLikeNamespace(t *testing.T) {
-	vars := map[string]string{VarVMName: "hf-0o17-d", VarNamespace: "0o17", VarCyberdeskName: "d", VarManagedBy: "m", VarUserDataBase64: ""}
-	text, err := Render(shippedTemplate(t), vars)
+	text, err := kubevirt.Render(shippedTemplate(t), vars("hf-0o17-d", "0o17", "d", "m", ""))
 	if err != nil {
 		t.Fatal(err)
 	}
