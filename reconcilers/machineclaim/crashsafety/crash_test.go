@@ -2,20 +2,18 @@ package crashsafety_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
 	"math/rand/v2"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -32,57 +30,23 @@ func TestMain(m *testing.M) {
 	testenv.Main(m)
 }
 
-// killableTransport fails every request once killed: a dead process sends
-// nothing, so no status write of the dead instance can land afterwards.
-type killableTransport struct {
-	dead *atomic.Bool
-	base http.RoundTripper
-}
-
-func (k killableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if k.dead.Load() {
-		return nil, errors.New("process killed")
-	}
-	return k.base.RoundTrip(r)
-}
-
-// instance is one run of the operator that can be killed.
-type instance struct {
-	dead   *atomic.Bool
-	cancel context.CancelFunc
-	done   chan error
-}
-
-func startInstance(t *testing.T) *instance {
+// startInstance runs one operator process the test can kill
+// (testenv.Process).
+func startInstance(t *testing.T) *testenv.Process {
 	t.Helper()
-	cfg := testenv.Config()
-	dead := &atomic.Bool{}
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return killableTransport{dead: dead, base: rt} }
-	mgr, err := manager.New(cfg, manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "default",
-		ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
-		// No sweeping here: every VM must be accounted for by its claim alone.
-		OrphanSweepInterval: time.Hour, OrphanGrace: time.Hour,
-		SkipControllerNameValidation: true,
+	p, err := testenv.StartProcess(func(cfg *rest.Config) (testenv.Runnable, error) {
+		return manager.New(cfg, manager.Options{
+			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "default",
+			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
+			// No sweeping here: every VM must be accounted for by its claim alone.
+			OrphanSweepInterval: time.Hour, OrphanGrace: time.Hour,
+			SkipControllerNameValidation: true,
+		})
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in := &instance{dead: dead, cancel: cancel, done: make(chan error, 1)}
-	go func() { in.done <- mgr.Start(ctx) }()
-	return in
-}
-
-// kill makes the instance go silent at once, then reaps its goroutines.
-func (in *instance) kill() {
-	in.dead.Store(true)
-	in.cancel()
-	select {
-	case err := <-in.done:
-		_ = err // a killed instance's error (its API calls fail) is expected
-	case <-time.After(time.Minute):
-	}
+	return p
 }
 
 func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
@@ -140,7 +104,7 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 		in := startInstance(t)
 		life := time.Duration(150+rng.IntN(400)) * time.Millisecond
 		time.Sleep(life) // the crash point: how long this instance lives
-		in.kill()
+		in.Kill()
 		var list hypervisorv1alpha1.MachineClaimList
 		_ = c.List(ctx, &list, client.InNamespace(ns))
 		recorded, cloning := 0, 0
@@ -159,7 +123,7 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 	}
 
 	final := startInstance(t)
-	defer final.kill()
+	defer final.Kill()
 	eventually.That(t, 4*time.Minute, func() (bool, string) {
 		var list hypervisorv1alpha1.MachineClaimList
 		if err := c.List(ctx, &list, client.InNamespace(ns)); err != nil {

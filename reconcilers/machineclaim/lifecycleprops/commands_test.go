@@ -273,7 +273,7 @@ type restart struct{ step }
 func (restart) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sys(sut)
 	s.t.Logf("  %s", restart{})
-	s.op.kill()
+	s.op.Kill()
 	s.op = s.start()
 	return s.twinCheck()
 }
@@ -290,7 +290,7 @@ func (leaderChange) Run(sut commands.SystemUnderTest) commands.Result {
 	s.t.Logf("  %s", leaderChange{})
 	standby := s.start()
 	time.Sleep(300 * time.Millisecond) // the standby is a candidate by now
-	s.op.stop()
+	s.op.Stop()
 	s.op = standby
 	return s.twinCheck()
 }

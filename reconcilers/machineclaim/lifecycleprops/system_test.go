@@ -2,18 +2,16 @@ package lifecycleprops_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log"
-	"net/http"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -147,31 +145,16 @@ func newSystem(t *testing.T) *system {
 // next sequence's operator watches only its own namespace.
 func (s *system) destroy() {
 	if s.op != nil {
-		s.op.stop()
+		s.op.Stop()
 	}
 	s.pve.Close()
 }
 
-// instance is one operator process: its API calls go through a transport
-// that fails every request once it is killed, since a dead process sends
-// nothing, so no write of a killed instance lands afterwards.
+// instance is one operator process (testenv.Process, which a command may
+// kill) and the identity it holds the Lease under.
 type instance struct {
+	*testenv.Process
 	identity string
-	dead     *atomic.Bool
-	cancel   context.CancelFunc
-	done     chan error
-}
-
-type killableTransport struct {
-	dead *atomic.Bool
-	base http.RoundTripper
-}
-
-func (k killableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if k.dead.Load() {
-		return nil, errors.New("process killed")
-	}
-	return k.base.RoundTrip(r)
 }
 
 // start runs a new operator instance, wired as the product wires it
@@ -180,52 +163,30 @@ func (k killableTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 func (s *system) start() *instance {
 	s.t.Helper()
 	s.started++
-	in := &instance{identity: fmt.Sprintf("op-%d", s.started), dead: &atomic.Bool{}, done: make(chan error, 1)}
-	cfg := testenv.Config()
-	cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper { return killableTransport{dead: in.dead, base: rt} }
-	mgr, err := manager.New(cfg, manager.Options{
-		MetricsAddr: "0", ProbeAddr: "0",
-		OperatorNamespace: s.ns, Namespaces: []string{s.ns}, InstallationID: installation,
-		LeaderElect: true, LeaderElectionID: "hyperfleet-leader", LeaderElectionNamespace: s.ns, Identity: in.identity,
-		LeaseDuration: leaseDuration, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
-		MachineClaimClock: s.clock,
-		// Attesting templates register their machines on the sequence's
-		// fake SPIRE server.
-		Attestation: manager.AttestationOptions{AdminSocket: "/run/spire/admin.sock", TrustDomain: trustDomain,
-			EndpointAddr: "127.0.0.1:0", EndpointURL: "https://credentials.props.example.org:9444",
-			Dial: func(_, _, installation string) (spire.Server, error) { return s.spire.Client(installation), nil }},
-		ObserveInterval: time.Second, FinalizationTimeout: finalizationTimeout, ClusterDeletionTimeout: clusterDeletionTimeout,
-		OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: orphanGrace,
-		ReconcileTimeout: 30 * time.Second,
-		Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
-			manager.ControllerMachineClaim, manager.ControllerOrphans},
-		SkipControllerNameValidation: true,
+	in := &instance{identity: fmt.Sprintf("op-%d", s.started)}
+	p, err := testenv.StartProcess(func(cfg *rest.Config) (testenv.Runnable, error) {
+		return manager.New(cfg, manager.Options{
+			MetricsAddr: "0", ProbeAddr: "0",
+			OperatorNamespace: s.ns, Namespaces: []string{s.ns}, InstallationID: installation,
+			LeaderElect: true, LeaderElectionID: "hyperfleet-leader", LeaderElectionNamespace: s.ns, Identity: in.identity,
+			LeaseDuration: leaseDuration, RenewDeadline: 1500 * time.Millisecond, RetryPeriod: 200 * time.Millisecond,
+			MachineClaimClock: s.clock,
+			// Attesting templates register their machines on the sequence's
+			// fake SPIRE server.
+			Attestation: manager.AttestationOptions{AdminSocket: "/run/spire/admin.sock", TrustDomain: trustDomain,
+				EndpointAddr: "127.0.0.1:0", EndpointURL: "https://credentials.props.example.org:9444",
+				Dial: func(_, _, installation string) (spire.Server, error) { return s.spire.Client(installation), nil }},
+			ObserveInterval: time.Second, FinalizationTimeout: finalizationTimeout, ClusterDeletionTimeout: clusterDeletionTimeout,
+			OrphanSweepInterval: 500 * time.Millisecond, OrphanGrace: orphanGrace,
+			ReconcileTimeout: 30 * time.Second,
+			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
+				manager.ControllerMachineClaim, manager.ControllerOrphans},
+			SkipControllerNameValidation: true,
+		})
 	})
 	if err != nil {
 		s.t.Fatalf("building operator %s: %v", in.identity, err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	in.cancel = cancel
-	go func() { in.done <- mgr.Start(ctx) }()
+	in.Process = p
 	return in
-}
-
-// kill makes the instance go silent at once, holding its Lease until it
-// expires, as a process killed by the kernel does; then reaps it.
-func (in *instance) kill() {
-	in.dead.Store(true)
-	in.wait()
-}
-
-// stop ends the instance as a SIGTERM does: it releases its Lease, so a
-// standby takes over at its next try.
-func (in *instance) stop() { in.wait() }
-
-func (in *instance) wait() {
-	in.cancel()
-	select {
-	case err := <-in.done:
-		_ = err // a killed instance's error (its API calls fail) is expected
-	case <-time.After(time.Minute):
-	}
 }
