@@ -137,6 +137,10 @@ type observed struct {
 	// finished: the gone claims whose runner ran a job (an ephemeral
 	// runner deregisters itself after its one job).
 	finished []*hypervisorv1alpha1.MachineClaim
+	// ending: finished claims whose machine may still run (their runner
+	// ran its job between two looks): not runners any more, but machines
+	// until they end, so they count against maxReplicas (room).
+	ending []*hypervisorv1alpha1.MachineClaim
 	// deleting: claims being deleted, by the pool or by someone else.
 	deleting []*hypervisorv1alpha1.MachineClaim
 	// orphans: registrations with the pool's label and no machine.
@@ -147,6 +151,12 @@ type observed struct {
 }
 
 func (o observed) current() int { return len(o.pending) + len(o.idle) + len(o.busy) + o.unseen }
+
+// room is how many machines the pool may add under maxReplicas: the
+// runners, and the finished ones whose machine has not ended yet.
+func (o observed) room(pool *hypervisorv1alpha1.RunnerPool) int {
+	return max(0, int(pool.Spec.MaxReplicas)-o.current()-len(o.ending))
+}
 
 // getTemplate checks the pool's template exists; without it no runner can
 // be made, so the pool stalls until it is created (looked for again every
@@ -310,7 +320,11 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 	after := r.SyncInterval
 	switch current := obs.current(); {
 	case current < desired:
-		made, err := r.createRunners(ctx, s, min(desired-current, maxCreatesPerReconcile))
+		// A finished runner's machine still ending holds its place under
+		// maxReplicas: after a restart (nothing remembered of who was seen
+		// online) two such machines stood beside their two replacements,
+		// one above maxReplicas.
+		made, err := r.createRunners(ctx, s, min(desired-current, maxCreatesPerReconcile, obs.room(pool)))
 		if made > 0 {
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledUp", "Scale", "Scaling up from %d to %d runners (%d busy, %d jobs queued)",
 				current, current+made, len(obs.busy), s.demand.queued)
@@ -489,6 +503,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			// the claim: only one that started after the claim was made
 			// had to show its registration (listedAfter).
 			obs.finished = append(obs.finished, c)
+			obs.ending = append(obs.ending, c)
 		default:
 			obs.pending = append(obs.pending, c)
 		}

@@ -910,3 +910,22 @@ func TestRunnerKeptBusyAtRetirementCountsTowardMax(t *testing.T) {
 		}))
 	})
 }
+
+// The third: after a restart the pool remembers no runner it saw online,
+// so runners whose job had just ended stood as finished claims, their
+// machines still ending, while the pool made their replacements beside
+// them, above maxReplicas. A finished runner's machine that has not ended
+// now holds its place under maxReplicas.
+func TestFinishedRunnersStillEndingCountTowardMax(t *testing.T) {
+	proptest.CheckSequences(t, 1, 6, 7, 0, func(p *gopter.Properties) {
+		p.Property("ending", commands.Prop(&commands.ProtoCommands{
+			NewSystemUnderTestFunc:     func(initial commands.State) commands.SystemUnderTest { return newSystem(t, initial.(*model)) },
+			DestroySystemUnderTestFunc: func(s commands.SystemUnderTest) { s.(*system).destroy() },
+			InitialStateGen:            gen.Const(&model{Min: 0, Max: 3, Labels: poolA}),
+			GenCommandFunc: func(st commands.State) gopter.Gen {
+				steps := []commands.Command{queue{Kind: jobA, Lost: true}, bounds{Min: 2, Max: 2}, queue{Kind: jobA}, serve{}, restart{}, settle{}}
+				return gen.Const(steps[min(st.(*model).Steps, len(steps)-1)])
+			},
+		}))
+	})
+}
