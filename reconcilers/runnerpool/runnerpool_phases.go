@@ -137,9 +137,10 @@ type observed struct {
 	// finished: the gone claims whose runner ran a job (an ephemeral
 	// runner deregisters itself after its one job).
 	finished []*hypervisorv1alpha1.MachineClaim
-	// ending: finished claims whose machine may still run (their runner
-	// ran its job between two looks): not runners any more, but machines
-	// until they end, so they count against maxReplicas (room).
+	// ending: once retireFinished ran, the claims that are no runner any
+	// more (finished, or retired but refused) and still stand with a
+	// machine that has not ended: machines until they end, so they count
+	// against maxReplicas (room).
 	ending []*hypervisorv1alpha1.MachineClaim
 	// deleting: claims being deleted, by the pool or by someone else.
 	deleting []*hypervisorv1alpha1.MachineClaim
@@ -250,7 +251,9 @@ func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Res
 		retiring = retiring[:maxRetiresPerReconcile]
 		res = skeleton.Requeue(2 * time.Second)
 	}
-	s.pendingDereg += r.retireAll(ctx, s, retiring)
+	gone, failed := r.retireAll(ctx, s, retiring)
+	s.pendingDereg += failed
+	s.obs.ending = standing(s.obs, gone)
 	for _, rn := range s.obs.orphans {
 		if err := r.deregister(ctx, s, s.gh, s.gscope, rn); err != nil {
 			s.pendingDereg++
@@ -267,21 +270,47 @@ func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Res
 	return res, nil
 }
 
-// retireAll retires claims, retireParallelism at a time, and returns how
-// many registrations could not be removed yet.
-func (r *Reconciler) retireAll(ctx context.Context, s *scope, claims []*hypervisorv1alpha1.MachineClaim) int {
+// standing are the claims sorted as gone or finished that still stand
+// with a machine that may run: not retired now (retired), not kept busy,
+// not ended.
+func standing(obs *observed, retired map[string]bool) []*hypervisorv1alpha1.MachineClaim {
+	seen := map[string]bool{}
+	for _, c := range obs.busy {
+		seen[c.Name] = true
+	}
+	var out []*hypervisorv1alpha1.MachineClaim
+	for _, c := range append(obs.gone[:len(obs.gone):len(obs.gone)], obs.finished...) {
+		if seen[c.Name] || retired[c.Name] || terminalPhase(c) {
+			continue
+		}
+		seen[c.Name] = true
+		out = append(out, c)
+	}
+	return out
+}
+
+// terminalPhase reports whether a claim's machine ended.
+func terminalPhase(c *hypervisorv1alpha1.MachineClaim) bool {
+	return c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed
+}
+
+// retireAll retires claims, retireParallelism at a time, and returns those
+// it retired, by name, and how many registrations could not be removed yet.
+func (r *Reconciler) retireAll(ctx context.Context, s *scope, claims []*hypervisorv1alpha1.MachineClaim) (done map[string]bool, failed int) {
 	var (
-		mu     sync.Mutex
-		failed int
-		wg     sync.WaitGroup
+		mu sync.Mutex
+		wg sync.WaitGroup
 	)
+	done = map[string]bool{}
+	// The goroutines read this copy; s.obs.busy grows under mu.
+	obs := *s.obs
 	slots := make(chan struct{}, retireParallelism)
 	for _, c := range claims {
 		slots <- struct{}{}
 		wg.Add(1)
 		go func() {
 			defer func() { <-slots; wg.Done() }()
-			outcome := r.retire(ctx, s, s.gh, s.gscope, *s.obs, c)
+			outcome := r.retire(ctx, s, s.gh, s.gscope, obs, c)
 			mu.Lock()
 			defer mu.Unlock()
 			switch outcome {
@@ -294,12 +323,13 @@ func (r *Reconciler) retireAll(ctx context.Context, s *scope, claims []*hypervis
 				// maxReplicas.
 				s.obs.busy = append(s.obs.busy, c)
 			case retired:
+				done[c.Name] = true
 				s.mem.forgetRunner(c.Name)
 			}
 		}()
 	}
 	wg.Wait()
-	return failed
+	return done, failed
 }
 
 // scale makes runners up to the desired count, or removes idle ones above
@@ -503,7 +533,6 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			// the claim: only one that started after the claim was made
 			// had to show its registration (listedAfter).
 			obs.finished = append(obs.finished, c)
-			obs.ending = append(obs.ending, c)
 		default:
 			obs.pending = append(obs.pending, c)
 		}

@@ -749,10 +749,23 @@ func (sn *snapshot) safety() string {
 			return fmt.Sprintf("job %d failed on runner %s: a busy runner was retired; %s", j.ID, j.RunnerName, sn)
 		}
 	}
-	if n := len(sn.claims); n > int(sn.highestMax) {
+	if n := sn.machines(); n > int(sn.highestMax) {
 		return fmt.Sprintf("%d runners, above the largest maxReplicas %d: %s", n, sn.highestMax, sn)
 	}
 	return ""
+}
+
+// machines counts the claims whose machine may run: maxReplicas bounds
+// machines, and a claim that ended (Terminated or Failed) holds none, even
+// while the pool keeps it a moment for its job's record.
+func (sn *snapshot) machines() int {
+	n := 0
+	for _, c := range sn.claims {
+		if c.Status.Phase != hypervisorv1alpha1.MachineTerminated && c.Status.Phase != hypervisorv1alpha1.MachineFailed {
+			n++
+		}
+	}
+	return n
 }
 
 // fits reports whether the pool's runners, as its spec says now, have
