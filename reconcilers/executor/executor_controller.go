@@ -7,7 +7,6 @@ package executor
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -44,8 +43,8 @@ type Reconciler struct {
 	SecretRetryInterval time.Duration
 	// MaxConcurrentReconciles is the number of workers.
 	MaxConcurrentReconciles int
-	// announced is the configuration hash last announced per executor UID.
-	announced sync.Map
+	// announced is the configuration hash last announced per executor.
+	announced skeleton.Memory[string]
 }
 
 // +kubebuilder:rbac:groups=hourglass.eigenlayer.io,resources=hourglassexecutors,verbs=get;list;watch
@@ -120,27 +119,26 @@ func (r *Reconciler) phases() []skeleton.Phase[*scope] {
 	return []skeleton.Phase[*scope]{r.validateSpec, r.renderConfig, r.applyConfigMap, r.applyDeployment, r.findKeysSecret}
 }
 
-// Reconcile drives one executor.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	e := &hourglassv1alpha1.HourglassExecutor{}
-	if err := r.Client.Get(ctx, req.NamespacedName, e); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// Reconcile drives one executor. Owner references hand the Deployment
+// and ConfigMap to the garbage collector: a deleted executor has no
+// deletion phase, only its status finalized.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.driver().Reconcile(ctx, req)
+}
+
+func (r *Reconciler) driver() *skeleton.Driver[*hourglassv1alpha1.HourglassExecutor, *scope] {
+	return &skeleton.Driver[*hourglassv1alpha1.HourglassExecutor, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*hourglassv1alpha1.HourglassExecutor, *scope]{
+			New: func() *hourglassv1alpha1.HourglassExecutor { return &hourglassv1alpha1.HourglassExecutor{} },
+			Scope: func(e *hourglassv1alpha1.HourglassExecutor, _ *skeleton.StatusPatch) *scope {
+				return &scope{exec: e}
+			},
+			Phases: r.phases(),
+			Status: computeStatus,
+			Events: r.recordEvents,
+			Memory: []skeleton.Forgetter{&r.announced},
+		},
 	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, e); stop {
-		return res, err
-	}
-	s := &scope{exec: e}
-	patch := skeleton.NewStatusPatch(r.Client, e)
-	defer func() {
-		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		if patch.Concluded() {
-			r.recordEvents(patch.Before().(*hourglassv1alpha1.HourglassExecutor), e)
-		}
-	}()
-	if !e.DeletionTimestamp.IsZero() {
-		// Owner references hand the Deployment and ConfigMap to the
-		// garbage collector: nothing to do but say so.
-		return ctrl.Result{}, nil
-	}
-	return skeleton.RunPhases(ctx, s, r.phases()...)
 }

@@ -103,7 +103,7 @@ func deploymentCondition(d *appsv1.Deployment, t appsv1.DeploymentConditionType)
 // recordEvents emits events on changes only, comparing the status as read
 // with the status as written: a new configuration, a first Ready, a new
 // reason to be stuck or a missing keys Secret.
-func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.HourglassExecutor) {
+func (r *Reconciler) recordEvents(_ *scope, before, after *hourglassv1alpha1.HourglassExecutor, _ conditions.Summary) {
 	if old, cur := before.Status.ConfigHash, after.Status.ConfigHash; old != "" && cur != "" && old != cur && r.firstSight(after, cur) {
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, EventConfigChanged, "Rollout",
 			"Configuration changed from %s to %s; rolling Deployment %s", old, cur, DeploymentName(after))
@@ -124,6 +124,6 @@ func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.HourglassExec
 // from the cache sees the same change again; it is one rollout, so one
 // event and one count. After a restart a change may be announced once more.
 func (r *Reconciler) firstSight(e *hourglassv1alpha1.HourglassExecutor, hash string) bool {
-	prev, seen := r.announced.Swap(e.UID, hash)
-	return !seen || prev.(string) != hash
+	prev, seen := r.announced.Swap(e, hash)
+	return !seen || prev != hash
 }

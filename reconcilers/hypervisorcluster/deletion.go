@@ -10,7 +10,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -88,14 +87,8 @@ func shown(names []string) string {
 // before anything that can fail: past it the cluster is released whatever
 // is left, with a Warning event naming it, and the machines are left to
 // the orphan sweeper.
-func (r *Reconciler) finalize(ctx context.Context, s *scope) (reconcile.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c := s.cluster
-	if !controllerutil.ContainsFinalizer(c, Finalizer) {
-		s.released = true
-		s.patch.Release()
-		r.Hypervisors.Forget(client.ObjectKeyFromObject(c))
-		return reconcile.Result{}, nil
-	}
 	past := !s.now.Before(skeleton.DeletionDeadline(c, r.DeletionTimeout))
 	left, err := r.machinesLeft(ctx, c)
 	if err == nil && len(left.claims) == 0 {
@@ -112,16 +105,16 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (reconcile.Result, 
 	}
 	if !past {
 		if err != nil {
-			return reconcile.Result{}, err
+			return skeleton.Continue(), err
 		}
 		if !left.empty() {
 			s.deleting = left
-			return reconcile.Result{RequeueAfter: waitPoll}, nil
+			return skeleton.Requeue(waitPoll), nil
 		}
 	}
 	secretsErr := r.releaseSecrets(ctx, c, append(heldSecrets(c), referencedSecrets(c)...))
 	if secretsErr != nil && !past {
-		return reconcile.Result{}, secretsErr
+		return skeleton.Continue(), secretsErr
 	}
 	switch {
 	case past:
@@ -140,11 +133,9 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (reconcile.Result, 
 			"No MachineClaim has a machine on the cluster any more; releasing it and its Secrets")
 	}
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
-		return reconcile.Result{}, err
+		return skeleton.Continue(), err
 	}
-	s.released = true
-	r.Hypervisors.Forget(client.ObjectKeyFromObject(c))
-	return reconcile.Result{}, nil
+	return skeleton.Continue(), nil
 }
 
 // machinesLeft finds, through the index, the MachineClaims whose machines

@@ -127,33 +127,28 @@ func (r *Reconciler) clustersForSecret(ctx context.Context, o client.Object) []r
 }
 
 // Reconcile checks one HypervisorCluster, keeping its Secrets readable; a
-// deleted one waits for its machines, then lets go of its Secrets, itself
-// and its cached provider.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	cluster := &hypervisorv1alpha1.HypervisorCluster{}
-	if err := r.Client.Get(ctx, req.NamespacedName, cluster); err != nil {
-		if client.IgnoreNotFound(err) == nil {
-			r.Hypervisors.Forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// deleted one waits for its machines, then lets go of its Secrets and
+// itself. The driver forgets its cached provider once it is gone or
+// released.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.driver().Reconcile(ctx, req)
+}
+
+func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.HypervisorCluster, *scope] {
+	return &skeleton.Driver[*hypervisorv1alpha1.HypervisorCluster, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*hypervisorv1alpha1.HypervisorCluster, *scope]{
+			New: func() *hypervisorv1alpha1.HypervisorCluster { return &hypervisorv1alpha1.HypervisorCluster{} },
+			Scope: func(c *hypervisorv1alpha1.HypervisorCluster, patch *skeleton.StatusPatch) *scope {
+				return &scope{cluster: c, now: r.Clock.Now(), interval: healthCheckInterval(c), patch: patch}
+			},
+			Finalizer: Finalizer,
+			Phases:    []skeleton.Phase[*scope]{r.keepSecrets, r.connect, r.check},
+			Deletion:  []skeleton.Phase[*scope]{r.finalize},
+			Status:    computeStatus,
+			Events:    r.recordEvents,
+			Memory:    []skeleton.Forgetter{r.Hypervisors},
+		},
 	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, cluster); stop {
-		return res, err
-	}
-	s := &scope{cluster: cluster, now: r.Clock.Now(), interval: healthCheckInterval(cluster)}
-	patch := skeleton.NewStatusPatch(r.Client, cluster)
-	s.patch = patch
-	defer func() {
-		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		if !s.released {
-			r.recordEvents(patch.Before(), cluster)
-		}
-	}()
-	if !cluster.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, s)
-	}
-	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
-		return ctrl.Result{}, err
-	}
-	return skeleton.RunPhases(ctx, s, r.keepSecrets, r.connect, r.check)
 }

@@ -40,8 +40,6 @@ type scope struct {
 	secretsDeleting []string
 	// deleting: the cluster is deleted and waits for what is left on it.
 	deleting *deleting
-	// released: the finalizer is off; nothing more is written.
-	released bool
 }
 
 // answer is what a successful check learned of the hypervisor.

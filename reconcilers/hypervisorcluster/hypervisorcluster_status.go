@@ -101,7 +101,7 @@ func computeStatus(s *scope, err error) conditions.Summary {
 // reason changes, a Warning unless the cluster is now Ready or waiting for
 // its machines' deletion (what was asked for). Releasing the cluster has
 // its own events (finalize).
-func (r *Reconciler) recordEvents(before skeleton.Object, after *hypervisorv1alpha1.HypervisorCluster) {
+func (r *Reconciler) recordEvents(_ *scope, before, after *hypervisorv1alpha1.HypervisorCluster, _ conditions.Summary) {
 	if !after.DeletionTimestamp.IsZero() {
 		reason, _ := conditions.ReadyMessage(after)
 		skeleton.ReasonEvent(r.Recorder, before, after, "Delete", reason != ReasonWaitingForMachines)

@@ -70,19 +70,24 @@ func (r *Reconciler) templatesForCluster(ctx context.Context, o client.Object) [
 
 // Reconcile checks one template. A template has no finalizer: it owns
 // nothing outside the API server.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
-	if err := r.Client.Get(ctx, req.NamespacedName, t); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.driver().Reconcile(ctx, req)
+}
+
+func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.HypervisorMachineTemplate, *scope] {
+	return &skeleton.Driver[*hypervisorv1alpha1.HypervisorMachineTemplate, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*hypervisorv1alpha1.HypervisorMachineTemplate, *scope]{
+			New: func() *hypervisorv1alpha1.HypervisorMachineTemplate {
+				return &hypervisorv1alpha1.HypervisorMachineTemplate{}
+			},
+			Scope: func(t *hypervisorv1alpha1.HypervisorMachineTemplate, _ *skeleton.StatusPatch) *scope {
+				return &scope{template: t}
+			},
+			Phases: []skeleton.Phase[*scope]{r.readCluster, r.connect, r.checkSource},
+			Status: computeStatus,
+			Events: r.recordEvents,
+		},
 	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, t); stop {
-		return res, err
-	}
-	s := &scope{template: t}
-	patch := skeleton.NewStatusPatch(r.Client, t)
-	defer func() {
-		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		r.recordEvents(patch.Before(), t)
-	}()
-	return skeleton.RunPhases(ctx, s, r.readCluster, r.connect, r.checkSource)
 }

@@ -73,6 +73,6 @@ func notReadyBecause(c *hypervisorv1alpha1.HypervisorCluster) string {
 
 // recordEvents is the template's event policy: one event each time the Ready
 // reason changes, a Warning unless the template is now Ready.
-func (r *Reconciler) recordEvents(before skeleton.Object, after *hypervisorv1alpha1.HypervisorMachineTemplate) {
+func (r *Reconciler) recordEvents(_ *scope, before, after *hypervisorv1alpha1.HypervisorMachineTemplate, _ conditions.Summary) {
 	skeleton.ReasonEvent(r.Recorder, before, after, "Check", !conditions.IsReady(after, after.Generation))
 }

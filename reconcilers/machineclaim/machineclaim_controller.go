@@ -28,6 +28,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -209,31 +210,32 @@ type scope struct {
 }
 
 // Reconcile drives one claim.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	claim := &hypervisorv1alpha1.MachineClaim{}
-	if err := r.Client.Get(ctx, req.NamespacedName, claim); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, claim); stop {
-		return res, err
-	}
-	s := &scope{claim: claim, now: r.Clock.Now(), timeout: r.FinalizationTimeout}
-	s.patch = skeleton.NewStatusPatch(r.Client, claim)
-	from := claim.Status.Phase
-	defer func() {
-		summary := computeStatus(s, retErr)
-		r.recordTransition(claim, from, summary, s)
-		result, retErr = s.patch.Finalize(ctx, summary, result, retErr)
-	}()
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.driver().Reconcile(ctx, req)
+}
 
-	if !claim.DeletionTimestamp.IsZero() {
-		return skeleton.RunPhases(ctx, s, r.finalize)
+func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.MachineClaim, *scope] {
+	return &skeleton.Driver[*hypervisorv1alpha1.MachineClaim, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*hypervisorv1alpha1.MachineClaim, *scope]{
+			New: func() *hypervisorv1alpha1.MachineClaim { return &hypervisorv1alpha1.MachineClaim{} },
+			Scope: func(claim *hypervisorv1alpha1.MachineClaim, patch *skeleton.StatusPatch) *scope {
+				return &scope{claim: claim, patch: patch, now: r.Clock.Now(), timeout: r.FinalizationTimeout}
+			},
+			Finalizer: Finalizer,
+			Phases: []skeleton.Phase[*scope]{
+				r.ended, r.retire, r.resolve, r.deadlines, r.attestationDeadline, r.assignReference, r.ensureAddress, r.attest, r.provision, r.observe,
+			},
+			Deletion: []skeleton.Phase[*scope]{r.finalize},
+			Status:   computeStatus,
+			// The phase the claim was read in, not the one a Checkpoint
+			// wrote on the way: the transition is the reconcile's.
+			Events: func(s *scope, read, written *hypervisorv1alpha1.MachineClaim, summary conditions.Summary) {
+				r.recordTransition(written, read.Status.Phase, summary, s)
+			},
+		},
 	}
-	if err := s.patch.EnsureFinalizer(ctx, Finalizer); err != nil {
-		return ctrl.Result{}, err
-	}
-	return skeleton.RunPhases(ctx, s,
-		r.ended, r.retire, r.resolve, r.deadlines, r.attestationDeadline, r.assignReference, r.ensureAddress, r.attest, r.provision, r.observe)
 }
 
 // deleteMachine asks the claim's cluster to delete the machine: nil once gone.

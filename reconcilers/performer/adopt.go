@@ -33,8 +33,7 @@ import (
 // every such Pod; after one clean pass the Performer is not looked at again.
 func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result, error) {
 	p := s.perf
-	key := client.ObjectKeyFromObject(p)
-	if uid, ok := r.adopted.Load(key); ok && uid == p.UID {
+	if _, ok := r.adopted.Load(p); ok {
 		return skeleton.Continue(), nil
 	}
 	var live metav1.PartialObjectMetadataList
@@ -83,12 +82,6 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result
 		s.adopting = strings.Join(waiting, ", ")
 		return skeleton.StopAndRequeue(time.Second), nil
 	}
-	r.adopted.Store(key, p.UID)
+	r.adopted.Store(p, struct{}{})
 	return skeleton.Continue(), nil
-}
-
-// forget drops what adoptLegacy remembers of a Performer that is gone, so
-// the memory follows the live Performers.
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.adopted.Delete(key)
 }

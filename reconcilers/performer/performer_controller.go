@@ -13,8 +13,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -51,12 +51,13 @@ type Reconciler struct {
 	// MaxConcurrentReconciles is the number of workers.
 	MaxConcurrentReconciles int
 
-	// adopted holds, per Performer (NamespacedName → UID), that adoptLegacy
-	// found every one of its Pods in the cache in this process.
-	adopted sync.Map
+	// adopted holds, per Performer, that adoptLegacy found every one of
+	// its Pods in the cache in this process.
+	adopted skeleton.Memory[struct{}]
 	// written holds, per Performer, the status last written while the
-	// cache does not show it yet (written.go).
-	written sync.Map
+	// cache does not show it yet: Pod events trigger reconciles faster than
+	// the cache shows the Performer's own status writes.
+	written skeleton.WrittenStatus[*hourglassv1alpha1.Performer]
 	// policies serializes and remembers each namespace's NetworkPolicy
 	// (networkpolicy.go).
 	policies policies
@@ -167,40 +168,39 @@ func (r *Reconciler) phases() []skeleton.Phase[*scope] {
 	return []skeleton.Phase[*scope]{r.adoptLegacy, r.observePods, r.replaceBroken, r.createPod, r.isolate, r.routeService, r.removeOld}
 }
 
-// Reconcile drives one Performer.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	perf := &hourglassv1alpha1.Performer{}
-	if err := r.Client.Get(ctx, req.NamespacedName, perf); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-			r.written.Delete(req.NamespacedName)
-			// A Performer went, or the namespace's policy changed: the
-			// policy stays while a Performer does.
-			return ctrl.Result{}, r.syncPolicy(ctx, req.Namespace)
-		}
-		return ctrl.Result{}, err
-	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, perf); stop {
-		return res, err
-	}
-	r.statusAsWritten(req.NamespacedName, perf)
-	readRV := perf.ResourceVersion
-	s := &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
-	patch := skeleton.NewStatusPatch(r.Client, perf)
-	defer func() {
-		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		r.remember(req.NamespacedName, readRV, perf)
-		if patch.Concluded() {
-			r.recordEvents(patch.Before().(*hourglassv1alpha1.Performer), perf)
-		}
-	}()
+// Reconcile drives one Performer. Owner references hand the Pods and the
+// Service to the garbage collector: a deleted Performer has no deletion
+// phase (making anything then would only race it), only its status
+// finalized.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.driver().Reconcile(ctx, req)
+}
 
-	if !perf.DeletionTimestamp.IsZero() {
-		// Owner references hand the Pods and the Service to the garbage
-		// collector; making anything now would only race it.
-		return ctrl.Result{}, nil
+func (r *Reconciler) driver() *skeleton.Driver[*hourglassv1alpha1.Performer, *scope] {
+	return &skeleton.Driver[*hourglassv1alpha1.Performer, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*hourglassv1alpha1.Performer, *scope]{
+			New: func() *hourglassv1alpha1.Performer { return &hourglassv1alpha1.Performer{} },
+			Scope: func(perf *hourglassv1alpha1.Performer, _ *skeleton.StatusPatch) *scope {
+				return &scope{perf: perf, now: r.Clock.Now(), pendingTimeout: r.PendingTimeout, clusterDomain: r.ClusterDomain}
+			},
+			Phases: r.phases(),
+			Status: computeStatus,
+			Events: r.recordEvents,
+			Memory: []skeleton.Forgetter{&r.adopted},
+			// A Performer went, or the namespace's policy changed (its
+			// events arrive as requests named after it): the policy stays
+			// while a Performer does.
+			Gone: func(ctx context.Context, key types.NamespacedName) error {
+				return r.syncPolicy(ctx, key.Namespace)
+			},
+			Written: &r.written,
+			CopyStatus: func(dst, src *hourglassv1alpha1.Performer) {
+				dst.Status = *src.Status.DeepCopy()
+			},
+		},
 	}
-	return skeleton.RunPhases(ctx, s, r.phases()...)
 }
 
 // requeueWithin asks to look again after d, but not sooner than a second.

@@ -274,7 +274,7 @@ func describePlacement(pod *corev1.Pod) string {
 // notice without an event per reconcile. A first start is not an event: the
 // Ready condition's transition time tells it, and an event per Performer
 // would be a write per Performer.
-func (r *Reconciler) recordEvents(before, after *hourglassv1alpha1.Performer) {
+func (r *Reconciler) recordEvents(_ *scope, before, after *hourglassv1alpha1.Performer, _ conditions.Summary) {
 	switch {
 	case after.Status.Phase == hourglassv1alpha1.PerformerRunning && before.Status.Phase == hourglassv1alpha1.PerformerFailed:
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "Running", "Reconcile", "Version %s is Ready at %s", Version(after), after.Status.GRPCEndpoint)

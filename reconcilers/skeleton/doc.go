@@ -1,19 +1,14 @@
 // Package skeleton is the shape every HyperFleet reconciler shares, so that a
 // newcomer who has read one reconciler can find their way in all of them:
 //
-//	func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-//		obj := &v1alpha1.Kind{}
-//		if err := r.Client.Get(ctx, req.NamespacedName, obj); err != nil {
-//			return ctrl.Result{}, client.IgnoreNotFound(err)
-//		}
-//		s := &scope{obj: obj, now: r.Clock.Now()}
-//		patch := skeleton.NewStatusPatch(r.Client, obj)
-//		defer func() { result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr) }()
-//		if !obj.DeletionTimestamp.IsZero() {
-//			return skeleton.RunPhases(ctx, s, r.reconcileDelete...)
-//		}
-//		return skeleton.RunPhases(ctx, s, r.phases...)
+//	func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+//		return r.driver().Reconcile(ctx, req)
 //	}
+//
+// where driver returns a Driver over the kind's Kind: its phases and
+// deletion phases, computeStatus, event policy and per-object Memory. The
+// Driver reads the object, refuses an undecodable one, keeps the finalizer,
+// finalizes the status once and emits events only after it concluded.
 //
 // RunPhases follows Cluster API's machine controller: ordered phase
 // functions, errors collected, the shortest requeue wins. StatusPatch

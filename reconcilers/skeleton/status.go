@@ -34,9 +34,11 @@ const ConflictRequeue = time.Second
 // StatusPatch is the deferred finalize-status step of one reconcile. It
 // remembers the object as read, and at the end writes the difference.
 type StatusPatch struct {
-	client   client.Client
-	obj      Object
-	before   Object
+	client client.Client
+	obj    Object
+	before Object
+	// read is the object as read, kept when Rebase moves before on.
+	read     Object
 	released bool
 	// concluded: Finalize wrote (or found nothing to write) a status that
 	// describes this reconcile; false after a conflict or a release.
@@ -45,8 +47,13 @@ type StatusPatch struct {
 
 // NewStatusPatch remembers obj as read, before any phase changes it.
 func NewStatusPatch(c client.Client, obj Object) *StatusPatch {
-	return &StatusPatch{client: c, obj: obj, before: obj.DeepCopyObject().(Object)}
+	before := obj.DeepCopyObject().(Object)
+	return &StatusPatch{client: c, obj: obj, before: before, read: before}
 }
+
+// Read is the object as it was read, before any phase or Rebase: what an
+// event policy compares the written status with.
+func (p *StatusPatch) Read() Object { return p.read }
 
 // Before is the object as it was read (or last written by Rebase).
 func (p *StatusPatch) Before() Object { return p.before }
@@ -60,6 +67,10 @@ func (p *StatusPatch) Rebase() { p.before = p.obj.DeepCopyObject().(Object) }
 // Release says the object let go of its finalizer and may be gone: Finalize
 // writes nothing.
 func (p *StatusPatch) Release() { p.released = true }
+
+// Released reports whether the object let go of its finalizer in this
+// reconcile.
+func (p *StatusPatch) Released() bool { return p.released }
 
 // Concluded reports whether Finalize settled the status of this reconcile:
 // not after a conflict (the read was stale) nor a release (the object may be
