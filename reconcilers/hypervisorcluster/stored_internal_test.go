@@ -99,7 +99,7 @@ func TestDeletingClusterConfirmsNoClaimLeftAsStored(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s.released {
+	if s.patch.Released() {
 		t.Fatal("the cluster was released while a claim, unseen by its cache, has a machine on it")
 	}
 	if s.deleting == nil || len(s.deleting.claims) != 1 || s.deleting.claims[0] != "begun" {
