@@ -56,8 +56,8 @@ func (p *Process) Stop() { p.wait() }
 func (p *Process) wait() {
 	p.cancel()
 	select {
-	case <-p.done:
-		// A killed process's error (its API calls fail) is expected.
+	case err := <-p.done:
+		_ = err // a killed process's error (its API calls fail) is expected
 	case <-time.After(time.Minute):
 	}
 }
