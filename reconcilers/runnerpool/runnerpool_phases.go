@@ -482,7 +482,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 		rn, registered := obs.byName[c.Name]
 		age := s.now.Sub(createdAt(c))
 		switch {
-		case c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed:
+		case terminalPhase(c):
 			obs.gone = append(obs.gone, c)
 			if ranJob(pool, c, registered, s.mem.seenOnline[c.Name]) {
 				obs.finished = append(obs.finished, c)
@@ -629,7 +629,7 @@ const (
 func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, c *hypervisorv1alpha1.MachineClaim) retireOutcome {
 	if rn, ok := obs.byName[c.Name]; ok {
 		if err := r.deregister(ctx, s, gh, gscope, rn); err != nil {
-			if errors.Is(err, github.ErrRunnerBusy) && c.Status.Phase != hypervisorv1alpha1.MachineTerminated && c.Status.Phase != hypervisorv1alpha1.MachineFailed {
+			if errors.Is(err, github.ErrRunnerBusy) && !terminalPhase(c) {
 				return keptBusy
 			}
 			return notRetiredYet

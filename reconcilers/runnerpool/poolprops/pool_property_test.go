@@ -892,17 +892,7 @@ func (sn *snapshot) String() string {
 // the new ones, which it cannot take, so the job waited for ever. The pool
 // now retires such idle runners and makes runners with its labels.
 func TestRelabelledPoolServesJobsOfItsNewLabels(t *testing.T) {
-	proptest.CheckSequences(t, 1, 3, 4, 0, func(p *gopter.Properties) {
-		p.Property("relabelled", commands.Prop(&commands.ProtoCommands{
-			NewSystemUnderTestFunc:     func(initial commands.State) commands.SystemUnderTest { return newSystem(t, initial.(*model)) },
-			DestroySystemUnderTestFunc: func(s commands.SystemUnderTest) { s.(*system).destroy() },
-			InitialStateGen:            gen.Const(&model{Min: 1, Max: 2, Labels: poolB}),
-			GenCommandFunc: func(st commands.State) gopter.Gen {
-				steps := []commands.Command{relabel{Labels: poolA}, queue{Kind: jobA}, settle{}}
-				return gen.Const(steps[min(st.(*model).Steps, len(steps)-1)])
-			},
-		}))
-	})
+	replay(t, &model{Min: 1, Max: 2, Labels: poolB}, relabel{Labels: poolA}, queue{Kind: jobA}, settle{})
 }
 
 // The smallest sequence the property found next: a runner the pool retired
@@ -911,17 +901,7 @@ func TestRelabelledPoolServesJobsOfItsNewLabels(t *testing.T) {
 // no longer counted it and made its replacement beside it, going past
 // maxReplicas. A runner kept busy now counts as busy.
 func TestRunnerKeptBusyAtRetirementCountsTowardMax(t *testing.T) {
-	proptest.CheckSequences(t, 1, 5, 6, 0, func(p *gopter.Properties) {
-		p.Property("kept busy", commands.Prop(&commands.ProtoCommands{
-			NewSystemUnderTestFunc:     func(initial commands.State) commands.SystemUnderTest { return newSystem(t, initial.(*model)) },
-			DestroySystemUnderTestFunc: func(s commands.SystemUnderTest) { s.(*system).destroy() },
-			InitialStateGen:            gen.Const(&model{Min: 2, Max: 2, Labels: poolB}),
-			GenCommandFunc: func(st commands.State) gopter.Gen {
-				steps := []commands.Command{serve{}, queue{Kind: jobB}, relabel{Labels: poolA}, serve{}, settle{}}
-				return gen.Const(steps[min(st.(*model).Steps, len(steps)-1)])
-			},
-		}))
-	})
+	replay(t, &model{Min: 2, Max: 2, Labels: poolB}, serve{}, queue{Kind: jobB}, relabel{Labels: poolA}, serve{}, settle{})
 }
 
 // The third: after a restart the pool remembers no runner it saw online,
@@ -930,13 +910,19 @@ func TestRunnerKeptBusyAtRetirementCountsTowardMax(t *testing.T) {
 // them, above maxReplicas. A finished runner's machine that has not ended
 // now holds its place under maxReplicas.
 func TestFinishedRunnersStillEndingCountTowardMax(t *testing.T) {
-	proptest.CheckSequences(t, 1, 6, 7, 0, func(p *gopter.Properties) {
-		p.Property("ending", commands.Prop(&commands.ProtoCommands{
+	replay(t, &model{Min: 0, Max: 3, Labels: poolA}, queue{Kind: jobA, Lost: true}, bounds{Min: 2, Max: 2}, queue{Kind: jobA}, serve{}, restart{}, settle{})
+}
+
+// replay runs one sequence the property found, as it shrank it: from
+// initial, the steps in order (the last one Settle), checked as the
+// property checks every sequence.
+func replay(t *testing.T, initial *model, steps ...commands.Command) {
+	proptest.CheckSequences(t, 1, len(steps), len(steps)+1, 0, func(p *gopter.Properties) {
+		p.Property("replayed", commands.Prop(&commands.ProtoCommands{
 			NewSystemUnderTestFunc:     func(initial commands.State) commands.SystemUnderTest { return newSystem(t, initial.(*model)) },
 			DestroySystemUnderTestFunc: func(s commands.SystemUnderTest) { s.(*system).destroy() },
-			InitialStateGen:            gen.Const(&model{Min: 0, Max: 3, Labels: poolA}),
+			InitialStateGen:            gen.Const(initial),
 			GenCommandFunc: func(st commands.State) gopter.Gen {
-				steps := []commands.Command{queue{Kind: jobA, Lost: true}, bounds{Min: 2, Max: 2}, queue{Kind: jobA}, serve{}, restart{}, settle{}}
 				return gen.Const(steps[min(st.(*model).Steps, len(steps)-1)])
 			},
 		}))
