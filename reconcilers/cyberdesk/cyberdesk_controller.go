@@ -14,11 +14,9 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -28,7 +26,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -81,26 +78,39 @@ type Reconciler struct {
 	WatchVirtualMachines    bool
 	MaxConcurrentReconciles int
 
-	// counted remembers which desks' timeout and deletion were counted: a
-	// reconcile triggered by a VM event can read the desk from a cache that
-	// does not show the status just written, and must not count twice.
-	counted sync.Map
-	// written holds the resourceVersion of each desk's last status write:
-	// a cached desk with another one may predate that write, and is read
-	// again from the API server before anything is decided on it.
-	written sync.Map
+	// counted remembers which of a desk's timeout and deletion were
+	// counted: a reconcile triggered by a VM event can read the desk from a
+	// cache that does not show the status just written, and must not count
+	// twice. Only metrics depend on it; a restart may count once more.
+	counted skeleton.Memory[counts]
+	// written keeps each desk's last written status until the cache shows
+	// it: deciding on the older status would undo it.
+	written skeleton.WrittenStatus[*cyberdeskv1alpha1.Cyberdesk]
 }
 
-// countOnce reports whether the event (timeout, delete) of desk d is being
-// counted for the first time.
-func (r *Reconciler) countOnce(what string, d *cyberdeskv1alpha1.Cyberdesk) bool {
-	_, seen := r.counted.LoadOrStore(what+"/"+string(d.UID), struct{}{})
-	return !seen
+// counts says which of a desk's one-time events were counted.
+type counts struct{ timeout, deleted bool }
+
+// countTimeout reports whether desk d's timeout is being counted for the
+// first time; countDelete the same for its VM's deletion.
+func (r *Reconciler) countTimeout(d *cyberdeskv1alpha1.Cyberdesk) bool {
+	c, _ := r.counted.Load(d)
+	if c.timeout {
+		return false
+	}
+	c.timeout = true
+	r.counted.Store(d, c)
+	return true
 }
 
-func (r *Reconciler) forgetCounts(uid string) {
-	r.counted.Delete("timeout/" + uid)
-	r.counted.Delete("delete/" + uid)
+func (r *Reconciler) countDelete(d *cyberdeskv1alpha1.Cyberdesk) bool {
+	c, _ := r.counted.Load(d)
+	if c.deleted {
+		return false
+	}
+	c.deleted = true
+	r.counted.Store(d, c)
+	return true
 }
 
 // +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks,verbs=get;list;watch;update;patch
@@ -156,8 +166,9 @@ func deskOf(_ context.Context, o client.Object) []reconcile.Request {
 // scope carries one reconcile's observations and decisions from the
 // phases to computeStatus.
 type scope struct {
-	desk *cyberdeskv1alpha1.Cyberdesk
-	now  time.Time
+	desk  *cyberdeskv1alpha1.Cyberdesk
+	patch *skeleton.StatusPatch
+	now   time.Time
 
 	// machine is the VM as observed or created (nil: not seen).
 	machine *providers.Machine
@@ -202,63 +213,45 @@ func (r *Reconciler) phases() []skeleton.Phase[*scope] {
 }
 
 // Reconcile drives one desk.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	started := r.Clock.Now()
 	defer func() { operationDuration.WithLabelValues("reconcile").Observe(r.Clock.Since(started).Seconds()) }()
-	desk := &cyberdeskv1alpha1.Cyberdesk{}
-	if err := r.Client.Get(ctx, req.NamespacedName, desk); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.written.Delete(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
-	}
-	if rv, ok := r.written.Load(req.NamespacedName); ok && rv.(string) != desk.ResourceVersion {
-		// A VM event can arrive before the cache shows our last status
-		// write; deciding on the older status would undo it.
-		if err := r.APIReader.Get(ctx, req.NamespacedName, desk); err != nil {
-			return ctrl.Result{}, client.IgnoreNotFound(err)
-		}
-	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, desk); stop {
-		return res, err
-	}
-	if !desk.DeletionTimestamp.IsZero() && !controllerutil.ContainsFinalizer(desk, Finalizer) {
-		r.forgetCounts(string(desk.UID))
-	}
-	s := &scope{desk: desk, now: started}
-	patch := skeleton.NewStatusPatch(r.Client, desk)
-	defer func() {
-		result, retErr = patch.Finalize(ctx, computeStatus(s, retErr), result, retErr)
-		if !patch.Concluded() {
-			return
-		}
-		before := patch.Before().(*cyberdeskv1alpha1.Cyberdesk)
-		r.recordEvents(before, desk)
-		r.written.Store(req.NamespacedName, desk.ResourceVersion)
-		if r.Exporter != nil && !statusEqual(before, desk) {
-			r.Exporter.Enqueue(row(desk, s.now))
-		}
-	}()
+	return r.driver().Reconcile(ctx, req)
+}
 
-	if !desk.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, s, patch)
+func (r *Reconciler) driver() *skeleton.Driver[*cyberdeskv1alpha1.Cyberdesk, *scope] {
+	return &skeleton.Driver[*cyberdeskv1alpha1.Cyberdesk, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*cyberdeskv1alpha1.Cyberdesk, *scope]{
+			New: func() *cyberdeskv1alpha1.Cyberdesk { return &cyberdeskv1alpha1.Cyberdesk{} },
+			Scope: func(d *cyberdeskv1alpha1.Cyberdesk, patch *skeleton.StatusPatch) *scope {
+				return &scope{desk: d, patch: patch, now: r.Clock.Now()}
+			},
+			Finalizer: Finalizer,
+			Phases:    r.phases(),
+			Deletion:  []skeleton.Phase[*scope]{r.finalize},
+			Status:    computeStatus,
+			Events: func(s *scope, read, written *cyberdeskv1alpha1.Cyberdesk, _ conditions.Summary) {
+				r.recordEvents(read, written)
+				if r.Exporter != nil && !statusEqual(read, written) {
+					r.Exporter.Enqueue(row(written, s.now))
+				}
+			},
+			Memory:  []skeleton.Forgetter{&r.counted},
+			Written: &r.written,
+			CopyStatus: func(dst, src *cyberdeskv1alpha1.Cyberdesk) {
+				dst.Status = *src.Status.DeepCopy()
+			},
+		},
 	}
-	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
-		return ctrl.Result{}, err
-	}
-	return skeleton.RunPhases(ctx, s, r.phases()...)
 }
 
 // finalize deletes the VM and its Secret, then releases the desk; past the
 // deadline it releases it anyway with a Warning event, so an unreachable
 // cluster cannot pin a deleted desk forever.
-func (r *Reconciler) finalize(ctx context.Context, s *scope, patch *skeleton.StatusPatch) (ctrl.Result, error) {
+func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, error) {
 	d := s.desk
-	if !controllerutil.ContainsFinalizer(d, Finalizer) {
-		s.released = true
-		patch.Release()
-		return ctrl.Result{}, nil
-	}
 	t0 := r.Clock.Now()
 	err := r.Provider.Delete(ctx, vmRef(d), owner(d))
 	if errors.Is(err, providers.ErrNotOwned) {
@@ -269,24 +262,23 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope, patch *skeleton.Sta
 	if err != nil {
 		if s.now.Before(skeleton.DeletionDeadline(d, r.FinalizationTimeout)) {
 			if errors.Is(err, providers.ErrInProgress) {
-				return ctrl.Result{RequeueAfter: time.Second}, nil
+				return skeleton.StopAndRequeue(time.Second), nil
 			}
 			s.deleteErr = err
-			return ctrl.Result{RequeueAfter: max(providers.RetryAfter(err), 5*time.Second)}, nil
+			return skeleton.StopAndRequeue(max(providers.RetryAfter(err), 5*time.Second)), nil
 		}
 		r.Recorder.Eventf(d, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
 			"Released after %s without confirming VM %s was deleted: %v; delete it by hand", r.FinalizationTimeout, vmName(d), err)
-	} else if hasVM(d) && r.countOnce("delete", d) {
+	} else if hasVM(d) && r.countDelete(d) {
 		vmDeleted.Inc()
 		operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))
 	}
-	r.forgetCounts(string(d.UID))
-	if err := patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
-		return ctrl.Result{}, err
+	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
+		return skeleton.Stop(), err
 	}
 	s.released = true
-	return ctrl.Result{}, nil
+	return skeleton.Stop(), nil
 }
 
 func vmName(d *cyberdeskv1alpha1.Cyberdesk) string { return VMPrefix + d.Name }

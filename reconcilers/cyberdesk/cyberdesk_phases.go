@@ -142,7 +142,7 @@ func (r *Reconciler) expire(ctx context.Context, s *scope) (skeleton.Result, err
 	if err := r.Provider.PowerOff(ctx, vmRef(d), owner(d)); err != nil && !errors.Is(err, providers.ErrNotOwned) {
 		return s.providerFailed(err), nil
 	}
-	if r.countOnce("timeout", d) {
+	if r.countTimeout(d) {
 		vmTimeout.Inc()
 		operationDuration.WithLabelValues("timeout").Observe(r.Clock.Since(t0).Seconds())
 		r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, ReasonTimedOut, "Timeout",
@@ -162,7 +162,7 @@ func (r *Reconciler) retireVM(ctx context.Context, s *scope) (skeleton.Result, e
 	err := r.Provider.Delete(ctx, vmRef(d), owner(d))
 	switch {
 	case err == nil, errors.Is(err, providers.ErrNotOwned):
-		if r.countOnce("delete", d) {
+		if r.countDelete(d) {
 			vmDeleted.Inc()
 			operationDuration.WithLabelValues("delete").Observe(r.Clock.Since(t0).Seconds())
 		}
