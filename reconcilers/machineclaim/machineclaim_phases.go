@@ -213,7 +213,7 @@ func (r *Reconciler) assignReference(_ context.Context, s *scope) (skeleton.Resu
 	if c.Status.MachineName != "" {
 		return skeleton.Continue(), nil
 	}
-	ref := s.provider.Reference(owner(c))
+	ref := requested(c, s.provider.Reference(owner(c)))
 	setReference(c, ref)
 	s.progress = "chose machine " + ref.Name
 	s.unrecorded = true
@@ -318,13 +318,14 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 	m, err := s.provider.Create(ctx, spec)
 	if errors.Is(err, providers.ErrNameTaken) {
 		taken := machineRef(c)
-		if tried := referencesTried(s.provider, owner(c), taken); tried >= maxReferences {
+		if tried := referencesTried(s.provider, c, taken); tried >= maxReferences {
 			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, ReasonReferencesExhausted, "Provision",
 				"%s is taken by a machine HyperFleet does not own, the %d%s reference in a row; giving up", taken, tried, ordinal(tried))
 			return r.finish(s, ReasonReferencesExhausted, fmt.Sprintf(
 				"%d references in a row (the last %s) were each held by a machine HyperFleet does not own: %v", tried, taken, err))
 		}
-		if next, ok := s.provider.NextReference(owner(c), taken); ok {
+		if next, ok := s.provider.NextReference(owner(c), taken); ok && requested(c, next) != taken {
+			next = requested(c, next)
 			setReference(c, next)
 			s.progress = fmt.Sprintf("%s belongs to a machine HyperFleet does not own; using %s", taken, next)
 			r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "NameTaken", "Provision",
@@ -535,10 +536,11 @@ const ReasonReferencesExhausted = "ReferencesExhausted"
 // (Reference, then NextReference of each), which status records, so the
 // count survives a restart without a field of its own. A reference not
 // among the first maxReferences counts as maxReferences.
-func referencesTried(p providers.Hypervisor, o providers.Owner, taken providers.MachineRef) int {
+func referencesTried(p providers.Hypervisor, c *hypervisorv1alpha1.MachineClaim, taken providers.MachineRef) int {
+	o := owner(c)
 	ref := p.Reference(o)
 	for n := 1; n < maxReferences; n++ {
-		if ref.VMID == taken.VMID && ref.Name == taken.Name {
+		if r := requested(c, ref); r.VMID == taken.VMID && r.Name == taken.Name {
 			return n
 		}
 		next, ok := p.NextReference(o, ref)
@@ -548,6 +550,18 @@ func referencesTried(p providers.Hypervisor, o providers.Owner, taken providers.
 		ref = next
 	}
 	return maxReferences
+}
+
+// requested is ref with the name the claim asks for (spec.machineName),
+// if it asks for one: the provider's other choices (a Proxmox VMID) stay.
+// A reference that differed only in its name is then no other reference,
+// so a name taken by a machine HyperFleet does not own is never given up
+// for another: the claim waits on it (providerError).
+func requested(c *hypervisorv1alpha1.MachineClaim, ref providers.MachineRef) providers.MachineRef {
+	if c.Spec.MachineName != "" {
+		ref.Name = c.Spec.MachineName
+	}
+	return ref
 }
 
 func ordinal(n int) string {

@@ -53,6 +53,9 @@ const (
 )
 
 // MachineClaimSpec asks for one machine from a template.
+// (spec.machineName cannot be set or removed either: the rule on the field
+// itself only runs when both the old and the new object have it.)
+// +kubebuilder:validation:XValidation:rule="has(self.machineName) == has(oldSelf.machineName)",message="spec.machineName is immutable (it cannot be set, changed or removed): the machine already made under the old name would be orphaned; create a new MachineClaim instead"
 type MachineClaimSpec struct {
 	// TemplateRef names the HypervisorMachineTemplate, in this namespace. It
 	// cannot be changed: the machine already made from it would be orphaned.
@@ -110,6 +113,20 @@ type MachineClaimSpec struct {
 	// Unset: the template's spec.workload.credentialsSecretRef, if any.
 	// +optional
 	CredentialsSecretRef *meta.SecretKeyReference `json:"credentialsSecretRef,omitempty"`
+
+	// MachineName is the name the machine gets on its hypervisor (a KubeVirt
+	// VirtualMachine's name, a Proxmox VM's name), instead of the one the
+	// provider proposes ("hf-<namespace>-<name>"). A name already held by a
+	// machine this claim does not own is never taken over: the claim waits,
+	// saying so. Set it only where the name is the claim's alone (a KubeVirt
+	// machine in the claim's own namespace): the provider's proposal carries
+	// the namespace, a name of the claim's choosing does not. Cannot be
+	// changed: the machine already made under the old name would be orphaned.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.machineName is immutable: the machine already made under the old name would be orphaned; create a new MachineClaim instead"
+	// +optional
+	MachineName string `json:"machineName,omitempty"`
 
 	// Hostname of the guest. Empty: the machine's name.
 	// +kubebuilder:validation:MaxLength=63
