@@ -204,7 +204,7 @@ func mustJSON(m map[string]string) string {
 func (r *rig) claim(name string) *hypervisorv1alpha1.MachineClaim {
 	r.t.Helper()
 	c := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}}}
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}}}
 	r.lab.Create(c)
 	return c
 }

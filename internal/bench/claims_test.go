@@ -262,7 +262,7 @@ func (l *lab) createClaims(n int) {
 				mc := &hypervisorv1alpha1.MachineClaim{
 					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: l.ns},
 					Spec: hypervisorv1alpha1.MachineClaimSpec{
-						TemplateRef: meta.LocalObjectReference{Name: "ubuntu"},
+						TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"},
 					},
 				}
 				if err := l.c.Create(context.Background(), mc); err != nil {

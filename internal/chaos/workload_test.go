@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
 // userData makes a Proxmox claim's machine get its own NoCloud ISO (the
@@ -142,7 +141,7 @@ func (w *workload) createLocked(ctx context.Context, tmpl string, now time.Time)
 	mc := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: workNamespace},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
-			TemplateRef: meta.LocalObjectReference{Name: tmpl},
+			TemplateRef: hypervisorv1alpha1.TemplateReference{Name: tmpl},
 			// Longer than readyBound: the workload, not the operator, gives up.
 			ProvisioningTimeout: &metav1.Duration{Duration: 10 * time.Minute},
 		},

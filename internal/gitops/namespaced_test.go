@@ -13,7 +13,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/gitops"
 	"github.com/hyperfleet/hyperfleet/internal/manager"
@@ -109,7 +108,7 @@ func TestNamespacedInstallation(t *testing.T) {
 	claim := func(l *hypervisorlab.Lab) *hypervisorv1alpha1.MachineClaim {
 		mc := &hypervisorv1alpha1.MachineClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: l.NS},
-			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}},
+			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},
 		}
 		l.Create(mc)
 		return mc

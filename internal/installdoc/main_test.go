@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/gitops"
 	"github.com/hyperfleet/hyperfleet/internal/testcluster"
@@ -100,7 +99,7 @@ func (in *installation) reconciling() {
 	lab := hypervisorlab.Proxmox(t)
 	mc := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "runner-1"},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},
 	}
 	lab.Create(mc)
 	eventually.That(t, 2*time.Minute, func() (bool, string) {

@@ -58,7 +58,7 @@ func demoClaims(n int) []client.Object {
 	for i := 1; i <= n; i++ {
 		objs = append(objs, &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("demo-%d", i)},
 			Spec: hypervisorv1alpha1.MachineClaimSpec{
-				TemplateRef: meta.LocalObjectReference{Name: sampleProxmoxTemplate},
+				TemplateRef: hypervisorv1alpha1.TemplateReference{Name: sampleProxmoxTemplate},
 				MaxLifetime: &metav1.Duration{Duration: 8 * time.Hour},
 			}})
 	}

@@ -245,7 +245,7 @@ func (c *namespaceCase) check(objs []tenantObject) string {
 
 func (c *namespaceCase) claim(name, template string, o tenantObject) {
 	claim := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: template}}}
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: template}}}
 	claim.Spec.UserDataSecretRef = &meta.SecretKeyReference{Name: c.ref(o.UserData, "userdata"), Key: "user-data"}
 	c.create(claim)
 }

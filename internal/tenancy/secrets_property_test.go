@@ -333,7 +333,7 @@ func (c *secretCase) drive(name string, p failurePath) error {
 			return err
 		}
 		claim := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: name}}}
+			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: name}}}
 		if p.UserData > 0 {
 			data := map[int]map[string]string{
 				1: {"user-data": "#cloud-config\nwrite_files:\n- content: " + c.marker(name+" user data", p) + "\n  path: /etc/x\n"},

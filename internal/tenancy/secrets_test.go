@@ -198,7 +198,7 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 	for name, ref := range map[string][2]string{"claim-missing-key": {"ubuntu", "missing"}, "claim-unmarked": {"attested", "user-data"}} {
 		create(&hypervisorv1alpha1.MachineClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: ref[0]},
+			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: ref[0]},
 				UserDataSecretRef: &meta.SecretKeyReference{Name: "userdata", Key: ref[1]}},
 		})
 	}
@@ -231,13 +231,13 @@ func TestSecretBytesNeverLeaveTheirSecret(t *testing.T) {
 	// credential until the machine uses it, and goes only into the
 	// machine's cloud-init Secret.
 	create(&hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "claim-attested"},
-		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "attested"}}})
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "attested"}}})
 
 	// An unlabelled Secret a claim names anyway.
 	create(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}, StringData: map[string]string{"user-data": marker("unlabelled Secret")}})
 	create(&hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "claim-unlabelled"},
-		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"},
 			UserDataSecretRef: &meta.SecretKeyReference{Name: "unlabelled", Key: "user-data"}},
 	})
 

@@ -23,7 +23,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/gitops"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
@@ -216,7 +215,7 @@ func readyClaims(t *testing.T, lab *hypervisorlab.Lab, names ...string) []client
 	for _, name := range names {
 		mc := &hypervisorv1alpha1.MachineClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}},
+			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},
 		}
 		lab.Create(mc)
 		out = append(out, mc)

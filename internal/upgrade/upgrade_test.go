@@ -98,7 +98,7 @@ func TestUpgradeMeetsObjectsItCannotDecode(t *testing.T) {
 
 	// Every good object of these kinds is reconciled.
 	good := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "good"},
-		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"},
 			Timeout: &metav1.Duration{Duration: 72 * time.Hour}}}
 	lab.Create(good)
 	goodPerformer := &hourglassv1alpha1.Performer{ObjectMeta: metav1.ObjectMeta{Name: "good"},

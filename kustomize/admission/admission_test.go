@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/kustomize/admission"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"
@@ -37,7 +36,7 @@ func TestNewClaimsAreStoredWithTheFinalizer(t *testing.T) {
 	ns := testenv.Namespace(t)
 	claim := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "claim", Finalizers: []string{"example.com/keep"}},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "t"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "t"}},
 	}
 	if err := c.Create(ctx, claim); err != nil {
 		t.Fatal(err)

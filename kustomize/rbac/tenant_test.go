@@ -11,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/kustomize/rbac"
 )
@@ -60,7 +59,7 @@ func TestTenantReachesOnlyItsNamespace(t *testing.T) {
 	claim := func(namespace string) *hypervisorv1alpha1.MachineClaim {
 		return &hypervisorv1alpha1.MachineClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: namespace},
-			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "t"}},
+			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "t"}},
 		}
 	}
 	secret := func(namespace string) *corev1.Secret {

@@ -247,6 +247,11 @@ func (e *Endpoint) credentialsRef(ctx context.Context, claim *hypervisorv1alpha1
 	if claim.Spec.CredentialsSecretRef != nil {
 		return claim.Spec.CredentialsSecretRef, nil
 	}
+	if !claim.Spec.TemplateRef.IsMachineTemplate() {
+		// Not a HypervisorMachineTemplate's claim: a template of that name
+		// is somebody else's, and its workload none of this claim's.
+		return nil, nil
+	}
 	t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
 	if err := e.Reader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.TemplateRef.Name}, t); err != nil {
 		return nil, err

@@ -184,7 +184,7 @@ func TestClaimSecretIsOnlyForItsClaim(t *testing.T) {
 	claim := func(name string, controlled bool) *hypervisorv1alpha1.MachineClaim {
 		mc := &hypervisorv1alpha1.MachineClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "t"}},
+			Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "t"}},
 		}
 		if controlled {
 			if err := controllerutil.SetControllerReference(pool, mc, c.Scheme()); err != nil {

@@ -38,6 +38,11 @@ const namesShown = 5
 
 func indexMachines(o client.Object) []string {
 	c := o.(*hypervisorv1alpha1.MachineClaim)
+	if !c.Spec.TemplateRef.IsMachineTemplate() {
+		// Made by a Source on a hypervisor of the operator's, on no
+		// HypervisorCluster, whatever its status.clusterName says.
+		return nil
+	}
 	keys := []string{"template/" + c.Spec.TemplateRef.Name}
 	if c.Status.ClusterName != "" {
 		keys = append(keys, c.Status.ClusterName)
@@ -196,6 +201,9 @@ func (r *Reconciler) machinesLeftAsStored(ctx context.Context, c *hypervisorv1al
 		}
 		for i := range page.Items {
 			mc := &page.Items[i]
+			if !mc.Spec.TemplateRef.IsMachineTemplate() {
+				continue // on a hypervisor of the operator's (indexMachines)
+			}
 			if mc.Status.ClusterName == c.Name || mc.Status.ClusterName == "" && naming[mc.Spec.TemplateRef.Name] {
 				found[mc.Name] = mc
 			}
@@ -287,7 +295,7 @@ func mayHoldMachine(mc *hypervisorv1alpha1.MachineClaim) bool {
 // or goes; a live cluster is not woken (its health check has its own pace).
 func (r *Reconciler) clusterForClaim(ctx context.Context, o client.Object) []reconcile.Request {
 	mc, ok := o.(*hypervisorv1alpha1.MachineClaim)
-	if !ok {
+	if !ok || !mc.Spec.TemplateRef.IsMachineTemplate() {
 		return nil
 	}
 	name := mc.Status.ClusterName

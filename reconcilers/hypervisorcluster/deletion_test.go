@@ -201,7 +201,7 @@ func claimsUntil(l *hypervisorlab.Lab, template string, done func(*hypervisorv1a
 		l.Create(&hypervisorv1alpha1.MachineClaim{
 			ObjectMeta: metav1.ObjectMeta{Name: name},
 			Spec: hypervisorv1alpha1.MachineClaimSpec{
-				TemplateRef:       meta.LocalObjectReference{Name: template},
+				TemplateRef:       hypervisorv1alpha1.TemplateReference{Name: template},
 				UserDataSecretRef: &meta.SecretKeyReference{Name: "user-data", Key: "user-data"},
 			},
 		})
@@ -269,7 +269,7 @@ func prune(l *hypervisorlab.Lab, cluster, template string, secrets []string, cla
 	// A claim made now gets no machine, and says why.
 	l.Create(&hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "late"},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: template}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: template}},
 	})
 	late := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "late"}}
 	l.WaitReason(late, machineclaim.ReasonClusterDeleting, 30*time.Second)

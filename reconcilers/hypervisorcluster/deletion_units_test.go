@@ -40,7 +40,7 @@ func TestMayHoldMachine(t *testing.T) {
 }
 
 func TestIndexMachines(t *testing.T) {
-	c := &hypervisorv1alpha1.MachineClaim{Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}}}
+	c := &hypervisorv1alpha1.MachineClaim{Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}}}
 	if got := indexMachines(c); !slices.Equal(got, []string{"template/ubuntu"}) {
 		t.Errorf("unresolved claim indexed as %v", got)
 	}

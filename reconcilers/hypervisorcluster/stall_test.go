@@ -89,7 +89,7 @@ func TestHungEndpointStallsOnlyItsNamespace(t *testing.T) {
 	})
 	a.Create(&hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "runner"},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},
 	})
 	// A's cluster is now being checked, inside a request the endpoint holds.
 	eventually.That(t, 30*time.Second, func() (bool, string) {
@@ -99,7 +99,7 @@ func TestHungEndpointStallsOnlyItsNamespace(t *testing.T) {
 	b := hypervisorlab.Proxmox(t)
 	b.Create(&hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "runner"},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},
 	})
 	// Shorter than one hung request may last (the providers' response
 	// header deadline, 15 s; the request timeout of 30 s before there was

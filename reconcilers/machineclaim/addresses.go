@@ -36,7 +36,7 @@ func (r *Reconciler) addressHolders(ctx context.Context, c *hypervisorv1alpha1.M
 	}
 	holders := map[string][]hypervisorv1alpha1.MachineClaim{}
 	for _, other := range list.Items {
-		if other.Spec.TemplateRef.Name != c.Spec.TemplateRef.Name || other.Status.AssignedAddress == "" ||
+		if other.Spec.TemplateRef != c.Spec.TemplateRef || other.Status.AssignedAddress == "" ||
 			other.Status.Phase == hypervisorv1alpha1.MachineTerminated || other.Status.Phase == hypervisorv1alpha1.MachineFailed {
 			continue
 		}

@@ -329,6 +329,9 @@ func attestedCondition(c *hypervisorv1alpha1.MachineClaim) *metav1.Condition {
 
 // templateOf reads the claim's template for cleanup; nil once it is gone.
 func (r *Reconciler) templateOf(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) *hypervisorv1alpha1.HypervisorMachineTemplate {
+	if !c.Spec.TemplateRef.IsMachineTemplate() {
+		return nil // a Source's templates never attest
+	}
 	t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
 	if err := r.Client.Get(ctx, client.ObjectKey{Namespace: c.Namespace, Name: c.Spec.TemplateRef.Name}, t); err != nil {
 		return nil

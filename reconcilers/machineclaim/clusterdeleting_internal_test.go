@@ -41,7 +41,7 @@ func TestClusterDeletingIsDecidedOnTheClaimAsStored(t *testing.T) {
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "begun", Namespace: ns},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "on-going"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "on-going"}},
 	}
 	// The suite's operator sees these objects too; nothing it writes
 	// changes what is checked here.

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
@@ -63,6 +64,9 @@ type Reconciler struct {
 	// hypervisor before releasing the claim and leaving the machine to the
 	// orphan sweeper (10 min).
 	FinalizationTimeout time.Duration
+	// Sources make the machines of claims whose spec.templateRef names a
+	// kind other than HypervisorMachineTemplate, by that kind.
+	Sources map[schema.GroupKind]Source
 	// MaxConcurrentReconciles is the number of workers.
 	MaxConcurrentReconciles int
 
@@ -108,7 +112,11 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	})
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.MachineClaim{}, templateRefIndex,
 		func(o client.Object) []string {
-			return []string{o.(*hypervisorv1alpha1.MachineClaim).Spec.TemplateRef.Name}
+			ref := o.(*hypervisorv1alpha1.MachineClaim).Spec.TemplateRef
+			if !ref.IsMachineTemplate() {
+				return nil // not a HypervisorMachineTemplate's claim
+			}
+			return []string{ref.Name}
 		}); err != nil {
 		return err
 	}
@@ -251,6 +259,14 @@ func (r *Reconciler) deleteMachine(ctx context.Context, s *scope) error {
 // so deletion reaches the right hypervisor even if the template is gone.
 func (r *Reconciler) providerForClaim(ctx context.Context, s *scope) (providers.Hypervisor, error) {
 	if s.provider != nil {
+		return s.provider, nil
+	}
+	if !s.claim.Spec.TemplateRef.IsMachineTemplate() {
+		src, err := r.source(s.claim)
+		if err != nil {
+			return nil, err
+		}
+		s.provider, _, _ = src.Hypervisor()
 		return s.provider, nil
 	}
 	name := s.claim.Status.ClusterName

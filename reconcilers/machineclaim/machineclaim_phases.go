@@ -118,6 +118,9 @@ func (r *Reconciler) retire(ctx context.Context, s *scope) (skeleton.Result, err
 // waits.
 func (r *Reconciler) resolve(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c := s.claim
+	if !c.Spec.TemplateRef.IsMachineTemplate() {
+		return r.resolveSource(ctx, s)
+	}
 	t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: c.Spec.TemplateRef.Name}, t); err != nil {
 		if apierrors.IsNotFound(err) {

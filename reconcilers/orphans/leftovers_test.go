@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 )
 
@@ -20,7 +19,7 @@ func TestSweeperMarksUnmarkedMachinesOfItsClaims(t *testing.T) {
 	l := hypervisorlab.Proxmox(t)
 	claim := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "from-before"},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},
 	}
 	l.Create(claim)
 	l.Sim.AddVM("pve1", 4545, "hf-from-before", []string{"hyperfleet", "hf-owner-" + string(claim.UID)}, true)

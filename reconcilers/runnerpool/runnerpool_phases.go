@@ -806,7 +806,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 			// Made with it, so the claim's reconciler need not write it.
 			Finalizers: []string{hypervisorv1alpha1.MachineClaimFinalizer}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
-			TemplateRef:          pool.Spec.TemplateRef,
+			TemplateRef:          hypervisorv1alpha1.TemplateReference{Name: pool.Spec.TemplateRef.Name},
 			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
 			CredentialsSecretRef: credsRef,
 		},

@@ -148,7 +148,7 @@ func TestDriver(t *testing.T) {
 			c := testenv.Client()
 			claim := &hypervisorv1alpha1.MachineClaim{
 				ObjectMeta: metav1.ObjectMeta{Namespace: testenv.Namespace(t), Name: "claim", Finalizers: tc.finalizers},
-				Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "t"}},
+				Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "t"}},
 			}
 			h := &harness{}
 			if !tc.missing {

@@ -30,7 +30,7 @@ func newClaim(t *testing.T) *hypervisorv1alpha1.MachineClaim {
 	t.Helper()
 	c := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Namespace: testenv.Namespace(t), Name: "claim"},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "t"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "t"}},
 	}
 	if err := testenv.Client().Create(context.Background(), c); err != nil {
 		t.Fatal(err)

@@ -57,11 +57,13 @@ const (
 // itself only runs when both the old and the new object have it.)
 // +kubebuilder:validation:XValidation:rule="has(self.machineName) == has(oldSelf.machineName)",message="spec.machineName is immutable (it cannot be set, changed or removed): the machine already made under the old name would be orphaned; create a new MachineClaim instead"
 type MachineClaimSpec struct {
-	// TemplateRef names the HypervisorMachineTemplate, in this namespace. It
-	// cannot be changed: the machine already made from it would be orphaned.
+	// TemplateRef names what the machine is made from: a
+	// HypervisorMachineTemplate in this namespace, or a Cyberdesk (kind
+	// Cyberdesk) that controls this claim. It cannot be changed: the machine
+	// already made from it would be orphaned.
 	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="spec.templateRef is immutable: the machine already cloned from the old template would be orphaned; create a new MachineClaim instead"
 	// +required
-	TemplateRef meta.LocalObjectReference `json:"templateRef"`
+	TemplateRef TemplateReference `json:"templateRef"`
 
 	// Timeout is how long the machine may run once Ready before it is shut
 	// down and the claim Terminated. Unset: no timeout. Between 1s and
@@ -298,4 +300,45 @@ type MachineClaimList struct {
 
 func init() {
 	knownTypes = append(knownTypes, &MachineClaim{}, &MachineClaimList{})
+}
+
+// TemplateReference names what a claim's machine is made from, in the
+// claim's namespace: a HypervisorMachineTemplate (kind and apiGroup unset),
+// or an object of a kind that stands in for one. A Cyberdesk stands in for
+// one for the claim it controls: its machine is made from the Cyberdesk
+// VirtualMachine template, on the operator's own KubeVirt.
+// +kubebuilder:validation:XValidation:rule="(has(self.kind) ? self.kind : 'HypervisorMachineTemplate') == 'HypervisorMachineTemplate' ? (!has(self.apiGroup) || self.apiGroup == 'hypervisor.hyperfleet.io') : (has(self.apiGroup) && self.apiGroup == 'cyberdesk.io')",message="spec.templateRef: kind HypervisorMachineTemplate (the default) is in apiGroup hypervisor.hyperfleet.io (the default); kind Cyberdesk needs apiGroup cyberdesk.io"
+type TemplateReference struct {
+	// APIGroup of the referenced kind: hypervisor.hyperfleet.io (unset) or
+	// cyberdesk.io.
+	// +kubebuilder:validation:Enum=hypervisor.hyperfleet.io;cyberdesk.io
+	// +optional
+	APIGroup string `json:"apiGroup,omitempty"`
+	// Kind of the referenced object: HypervisorMachineTemplate (unset) or
+	// Cyberdesk, which only the Cyberdesk controlling the claim may be.
+	// +kubebuilder:validation:Enum=HypervisorMachineTemplate;Cyberdesk
+	// +optional
+	Kind string `json:"kind,omitempty"`
+	// Name of the referenced object, in the claim's namespace.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// KindHypervisorMachineTemplate is TemplateReference.Kind's default.
+const KindHypervisorMachineTemplate = "HypervisorMachineTemplate"
+
+// IsMachineTemplate reports whether the reference names a
+// HypervisorMachineTemplate (the default), not a kind standing in for one.
+func (r TemplateReference) IsMachineTemplate() bool {
+	return r.Kind == "" || r.Kind == KindHypervisorMachineTemplate
+}
+
+// GroupKind is the referenced kind, defaults filled in.
+func (r TemplateReference) GroupKind() (group, kind string) {
+	if r.IsMachineTemplate() {
+		return GroupVersion.Group, KindHypervisorMachineTemplate
+	}
+	return r.APIGroup, r.Kind
 }

@@ -236,7 +236,7 @@ func claim(ns string, i int) client.Object {
 	return &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("claim-%05d", i), Namespace: ns},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
-			TemplateRef:         meta.LocalObjectReference{Name: template},
+			TemplateRef:         hypervisorv1alpha1.TemplateReference{Name: template},
 			ProvisioningTimeout: &metav1.Duration{Duration: time.Hour},
 		},
 	}

@@ -83,7 +83,7 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 	const claims = rounds * perRound
 	newClaim := func(i int) {
 		mc := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%02d", i), Namespace: ns},
-			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "ubuntu"}}}
+			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}}}
 		if err := c.Create(ctx, mc); err != nil {
 			t.Fatal(err)
 		}

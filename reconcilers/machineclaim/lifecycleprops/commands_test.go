@@ -15,7 +15,6 @@ import (
 	"github.com/leanovate/gopter/gen"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/sim/proxmoxsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
@@ -99,7 +98,7 @@ func (c createClaim) Run(sut commands.SystemUnderTest) commands.Result {
 	s.t.Logf("  %s", c)
 	mc := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: c.claim.name, Namespace: s.ns},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: c.claim.template}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: c.claim.template}},
 	}
 	if c.claim.userData {
 		mc.Spec.UserData = "#cloud-config\nruncmd:\n  - echo " + c.claim.name + "\n"
