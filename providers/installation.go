@@ -71,3 +71,14 @@ type LeftoverCleaner interface {
 	// installation; removing an absent one succeeds.
 	DeleteLeftover(ctx context.Context, l Leftover) error
 }
+
+// OwnerChanger is implemented by providers that can hand a machine, and
+// what they made beside it, from one owner to another: how a machine made
+// for an owner of one kind is taken over by the owner that replaces it (a
+// Cyberdesk's VM, made before desks had claims, by the desk's claim).
+type OwnerChanger interface {
+	// ChangeOwner makes to the owner of ref if from owns it now. A machine
+	// to owns already is left as it is; one owned by neither is refused
+	// with ErrNotOwned; an absent one with ErrNotFound.
+	ChangeOwner(ctx context.Context, ref MachineRef, from, to Owner) error
+}

@@ -46,21 +46,24 @@ func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SupabaseTimeout, "cyberdesk-supabase-timeout", 30*time.Second, "HTTP timeout of one Supabase request.")
 }
 
-// SetupCyberdesk registers the Cyberdesk reconciler alone on mgr, wired as
-// New wires it among the others: for the Cyberdesk suite, which tests the
-// desks (template, Supabase export, restarts) without every other kind's
-// reconciler running beside them.
+// SetupCyberdesk registers the Cyberdesk reconciler on mgr with what its
+// desks need, the MachineClaim reconciler (with the desk Source) and the
+// orphan sweeper, wired as New wires them among the others: for the
+// Cyberdesk suite, which tests the desks (template, Supabase export,
+// restarts) without the other kinds' reconcilers running beside them.
 func SetupCyberdesk(mgr ctrl.Manager, o Options) error {
 	var err error
 	if o.InstallationID, err = resolveInstallation(context.Background(), mgr.GetAPIReader(), o, mgr.GetLogger()); err != nil {
 		return err
 	}
-	return setupCyberdesk(mgr, o, &credentials.Reader{Reader: mgr.GetAPIReader()})
+	o.Controllers = []string{ControllerMachineClaim, ControllerOrphans, ControllerCyberdesk}
+	return setupReconcilers(mgr, o)
 }
 
-// setupCyberdesk registers the Cyberdesk reconciler, on the operator's own
-// cluster's KubeVirt, and the Supabase exporter when configured.
-func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) error {
+// deskSource is the operator's own KubeVirt as the desks' claims use it:
+// the provider their machines are made through, and the Source that makes
+// each desk's claim from the template ConfigMap.
+func deskSource(mgr ctrl.Manager, o Options) (*cyberdesk.Source, *kubevirt.Provider, error) {
 	c := o.Cyberdesk
 	if c.TemplateConfigMap == "" {
 		c.TemplateConfigMap = "cyberdesk-vm-template"
@@ -70,23 +73,31 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader) erro
 		Installation: o.InstallationID,
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
+	return &cyberdesk.Source{
+		Reader: mgr.GetClient(), Provider: provider,
+		TemplateConfigMap: types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.TemplateConfigMap},
+		TemplateKey:       c.TemplateKey,
+	}, provider, nil
+}
+
+// setupCyberdesk registers the Cyberdesk reconciler and the Supabase
+// exporter when configured.
+func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader, adopter providers.OwnerChanger) error {
+	c := o.Cyberdesk
 	log := mgr.GetLogger().WithName("cyberdesk")
 	served, err := kubeVirtServed(mgr.GetRESTMapper())
 	if err != nil {
 		return err
 	}
 	if !served {
-		log.Info("The cluster serves no kubevirt.io/v1 VirtualMachineInstance; Cyberdesks will report KubeVirtNotInstalled until KubeVirt is installed and the operator restarted")
+		log.Info("The cluster serves no kubevirt.io/v1 VirtualMachineInstance; Cyberdesks' claims will report KubeVirtNotInstalled until KubeVirt is installed")
 	}
 	r := &cyberdesk.Reconciler{
-		Client: mgr.GetClient(), Provider: provider, APIReader: mgr.GetAPIReader(),
-		TemplateConfigMap: types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.TemplateConfigMap},
-		TemplateKey:       c.TemplateKey,
-		Recorder:          mgr.GetEventRecorder("cyberdesk"),
-		ObserveInterval:   o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
-		WatchVirtualMachines: served, Clock: c.Clock,
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Adopter: adopter,
+		Recorder:            mgr.GetEventRecorder("cyberdesk"),
+		FinalizationTimeout: o.FinalizationTimeout, Clock: c.Clock,
 		MaxConcurrentReconciles: o.Workers.For(WorkersCyberdesk),
 	}
 	if c.SupabaseSecret != "" {

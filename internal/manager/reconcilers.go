@@ -1,10 +1,14 @@
 package manager
 
 import (
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
+	"github.com/hyperfleet/hyperfleet/reconcilers/cyberdesk"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisorcluster"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisormachinetemplate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
@@ -26,6 +30,20 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 				Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(), Installation: o.InstallationID,
 			}),
 		},
+	}
+	// The desks' claims are made on the operator's own KubeVirt (Source),
+	// whose machines the sweeper sweeps beside the clusters'.
+	var desks *cyberdesk.Source
+	var deskVMs *kubevirt.Provider
+	var sources map[schema.GroupKind]machineclaim.Source
+	var operatorHypervisors []orphans.OperatorHypervisor
+	if o.runs(ControllerCyberdesk) {
+		var err error
+		if desks, deskVMs, err = deskSource(mgr, o); err != nil {
+			return err
+		}
+		sources = map[schema.GroupKind]machineclaim.Source{cyberdeskv1alpha1.GroupVersion.WithKind(cyberdesk.OwnerKind).GroupKind(): desks}
+		operatorHypervisors = []orphans.OperatorHypervisor{{Name: cyberdesk.ClusterName, Provider: deskVMs, Type: hypervisorv1alpha1.ProviderKubeVirt}}
 	}
 	if o.runs(ControllerHypervisorCluster) {
 		if err := (&hypervisorcluster.Reconciler{
@@ -50,7 +68,7 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 			return err
 		}
 		if err := (&machineclaim.Reconciler{
-			Client: mgr.GetClient(), Hypervisors: registry, Credentials: creds, APIReader: mgr.GetAPIReader(), Attestation: attest,
+			Client: mgr.GetClient(), Hypervisors: registry, Sources: sources, Credentials: creds, APIReader: mgr.GetAPIReader(), Attestation: attest,
 			Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
 			ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
 			MaxConcurrentReconciles: o.Workers.For(WorkersMachineClaim),
@@ -60,14 +78,14 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 	}
 	if o.runs(ControllerOrphans) {
 		if err := (&orphans.Sweeper{
-			Client: mgr.GetClient(), Hypervisors: registry, Recorder: mgr.GetEventRecorder("orphan-sweeper"),
+			Client: mgr.GetClient(), Hypervisors: registry, Operator: operatorHypervisors, Recorder: mgr.GetEventRecorder("orphan-sweeper"),
 			Interval: o.OrphanSweepInterval, Grace: o.OrphanGrace,
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}
 	}
 	if o.runs(ControllerCyberdesk) {
-		if err := setupCyberdesk(mgr, o, creds); err != nil {
+		if err := setupCyberdesk(mgr, o, creds, deskVMs); err != nil {
 			return err
 		}
 	}

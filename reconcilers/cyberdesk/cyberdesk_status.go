@@ -5,6 +5,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
@@ -103,6 +104,12 @@ func computeStatus(s *scope, err error) conditions.Summary {
 		st.Phase = cyberdeskv1alpha1.CyberdeskProvisioning
 		return conditions.Summary{State: conditions.Progressing, Reason: "Provisioning",
 			Message: fmt.Sprintf("VM %s: %s", vmName(d), s.machine.Progress)}
+	case s.claim != nil:
+		if st.Phase == "" {
+			st.Phase = cyberdeskv1alpha1.CyberdeskPending
+		}
+		return conditions.Summary{State: conditions.Progressing, Reason: "Pending",
+			Message: fmt.Sprintf("MachineClaim %s is making VM %s", s.claim.Name, vmName(d))}
 	}
 	return conditions.Summary{}
 }
@@ -111,7 +118,7 @@ func computeStatus(s *scope, err error) conditions.Summary {
 func endSummary(d *cyberdeskv1alpha1.Cyberdesk, e *ending) conditions.Summary {
 	d.Status.Phase = cyberdeskv1alpha1.CyberdeskTerminated
 	advice, state := "the desktop has ended; delete the Cyberdesk when its record is no longer needed", conditions.Finished
-	if e.reason == ReasonVMFailed {
+	if e.reason == ReasonVMFailed || e.failed {
 		d.Status.Phase = cyberdeskv1alpha1.CyberdeskFailed
 		advice, state = "the desktop's VM failed; delete the Cyberdesk and create a new one (kubectl get events shows why)", conditions.Stalled
 	}
@@ -133,13 +140,54 @@ func endedSummary(d *cyberdeskv1alpha1.Cyberdesk) conditions.Summary {
 }
 
 // recordEvents emits an event on every phase change, comparing the status
-// as read with the status as written; a Warning when the desk failed or
-// stalled.
-func (r *Reconciler) recordEvents(before, after *cyberdeskv1alpha1.Cyberdesk) {
+// as read with the status as written, a Warning when the desk failed or
+// stalled; and counts, once each, as the status records them, the VM made,
+// timed out and removed. A status written is what makes each count happen
+// once, across restarts and stale reads (the driver calls this only after
+// the write concluded).
+func (r *Reconciler) recordEvents(s *scope, before, after *cyberdeskv1alpha1.Cyberdesk) {
 	_, msg := conditions.ReadyMessage(after)
 	warning := after.Status.Phase == cyberdeskv1alpha1.CyberdeskFailed ||
 		apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition)
 	skeleton.PhaseEvent(r.Recorder, after, string(before.Status.Phase), string(after.Status.Phase), msg, warning)
+	if vmUID(before) == "" && vmUID(after) != "" {
+		vmCreated.Inc()
+		operationDuration.WithLabelValues("create").Observe(s.now.Sub(after.CreationTimestamp.Time).Seconds())
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "VMCreated", "Create", "Created VirtualMachine %s from the Cyberdesk template", vmName(after))
+	}
+	reason := func(d *cyberdeskv1alpha1.Cyberdesk) string {
+		if d.Status.Phase != cyberdeskv1alpha1.CyberdeskStopping && !ended(d) {
+			return ""
+		}
+		r, _ := conditions.ReadyMessage(d)
+		return r
+	}
+	if reason(before) != ReasonTimedOut && reason(after) == ReasonTimedOut {
+		vmTimeout.Inc()
+		if exp := after.Status.ExpiryTime; exp != nil {
+			operationDuration.WithLabelValues("timeout").Observe(max(s.now.Sub(exp.Time), 0).Seconds())
+		}
+		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, ReasonTimedOut, "Timeout",
+			"Cyberdesk ran for its timeoutMs (%d); shutting down VM %s", timeoutMs(after), vmName(after))
+	}
+	if hasVM(before) && !hasVM(after) && vmUID(before) != "" {
+		vmDeleted.Inc()
+	}
+	if before.Status.Phase != after.Status.Phase && after.Status.Phase == cyberdeskv1alpha1.CyberdeskStopping {
+		switch why := reason(after); why {
+		case ReasonGuestShutdown:
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, why, "Observe", "The guest of VM %s shut down; removing the VM", vmName(after))
+		case ReasonVMFailed:
+			r.Recorder.Eventf(after, nil, corev1.EventTypeWarning, why, "Observe", "VM %s failed; removing it", vmName(after))
+		}
+	}
+}
+
+func vmUID(d *cyberdeskv1alpha1.Cyberdesk) string {
+	if ref := d.Status.VirtualMachineRef; ref != nil {
+		return ref.UID
+	}
+	return ""
 }
 
 // row is the desk's status as the Supabase table holds it.

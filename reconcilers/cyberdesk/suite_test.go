@@ -92,6 +92,8 @@ func TestMain(m *testing.M) {
 		mgrOpts = manager.Options{
 			OperatorNamespace: operatorNamespace,
 			ObserveInterval:   time.Second, FinalizationTimeout: 30 * time.Second,
+			// The desks' claims keep their time too: they enforce timeoutMs.
+			MachineClaimClock: fakeClock,
 			Cyberdesk: manager.CyberdeskOptions{
 				TemplateConfigMap: "cyberdesk-vm-template", ManagedBy: "cyberdesk-operator",
 				SupabaseSecret: "supabase", SupabaseTimeout: 5 * time.Second,

@@ -27,6 +27,7 @@ import (
 const (
 	ReasonExpired             = "Expired"
 	ReasonShutDown            = "ShutDown"
+	ReasonMachineFailed       = "MachineFailed"
 	ReasonDeleted             = "Deleted"
 	ReasonProvisioningTimeout = "ProvisioningTimeout"
 )
@@ -410,7 +411,7 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 	case providers.PowerStopped:
 		return r.beginRetire(ctx, s, ReasonShutDown, "the machine powered itself off")
 	case providers.PowerFailed:
-		return r.beginRetire(ctx, s, ReasonShutDown, "the hypervisor reports the machine failed")
+		return r.beginRetire(ctx, s, ReasonMachineFailed, "the hypervisor reports the machine failed")
 	case providers.PowerProvisioning, providers.PowerUnknown:
 		return skeleton.StopAndRequeue(r.untilNews(m)), nil
 	}

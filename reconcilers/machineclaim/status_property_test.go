@@ -46,7 +46,7 @@ func genObservations() gopter.Gen {
 			hypervisorv1alpha1.MachineRunning, hypervisorv1alpha1.MachineReady, hypervisorv1alpha1.MachineStopping,
 			hypervisorv1alpha1.MachineTerminated, hypervisorv1alpha1.MachineFailed),
 		// Every way a claim ends writes its reason (retire, endWith).
-		"Reason": gen.OneConstOf(ReasonExpired, ReasonShutDown, ReasonDeleted, ReasonProvisioningTimeout, ReasonAttestationFailed,
+		"Reason": gen.OneConstOf(ReasonExpired, ReasonShutDown, ReasonMachineFailed, ReasonDeleted, ReasonProvisioningTimeout, ReasonAttestationFailed,
 			ReasonReferencesExhausted, ReasonClusterDeleting),
 		"Prior":       gen.IntRange(int(conditions.Ready), int(conditions.Finished)).Map(func(i int) conditions.State { return conditions.State(i) }),
 		"Generation":  gen.Int64Range(1, 5),

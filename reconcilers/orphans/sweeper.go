@@ -20,6 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 )
 
@@ -40,7 +42,11 @@ const (
 type Sweeper struct {
 	Client      client.Client
 	Hypervisors *hypervisors.Registry
-	Recorder    events.EventRecorder
+	// Operator are hypervisors of the operator's own, on no
+	// HypervisorCluster (the KubeVirt the Cyberdesks' claims are made
+	// on): swept as a cluster's are.
+	Operator []OperatorHypervisor
+	Recorder events.EventRecorder
 	// Clock measures the grace; suites step a fake one instead of waiting.
 	Clock clock.PassiveClock
 	// Interval between sweeps (1 min); Grace an orphan must outlive (10 min).
@@ -58,6 +64,14 @@ type Sweeper struct {
 	deleting map[string]deletion
 	// reported holds the unmarked things already logged.
 	reported map[string]bool
+}
+
+// OperatorHypervisor is a hypervisor of the operator's own, named as the
+// status.clusterName of the claims made on it shows it.
+type OperatorHypervisor struct {
+	Name     string
+	Provider providers.Hypervisor
+	Type     hypervisorv1alpha1.ProviderType
 }
 
 // NeedLeaderElection: only the leader deletes.

@@ -64,7 +64,18 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 	for _, c := range claims.Items {
 		w.live[string(c.UID)] = true
 	}
-	s.sweepClusters(ctx, w, clusters.Items)
+	targets := make([]target, 0, len(clusters.Items)+len(s.Operator))
+	for i := range clusters.Items {
+		targets = append(targets, target{cluster: &clusters.Items[i]})
+	}
+	for _, h := range s.Operator {
+		// A stand-in cluster, never written: it names the hypervisor in
+		// logs, metrics and the keys of what the sweep remembers.
+		c := &hypervisorv1alpha1.HypervisorCluster{Spec: hypervisorv1alpha1.HypervisorClusterSpec{Provider: h.Type}}
+		c.Name = h.Name
+		targets = append(targets, target{cluster: c, provider: h.Provider})
+	}
+	s.sweepClusters(ctx, w, targets)
 	s.reportOrphans(w.orphans, w.unmarked)
 	s.finishDeletions(w)
 	s.forgetExcept(w.seen)
@@ -76,12 +87,12 @@ func (s *Sweeper) Sweep(ctx context.Context) (int, error) {
 // ClusterTimeout: a hypervisor that accepts and never answers holds one
 // slot until its deadline, and the other tenants' clusters are swept
 // meanwhile. Each cluster records into its own part, merged when it ends.
-func (s *Sweeper) sweepClusters(ctx context.Context, w *sweep, clusters []hypervisorv1alpha1.HypervisorCluster) {
+func (s *Sweeper) sweepClusters(ctx context.Context, w *sweep, targets []target) {
 	slots := make(chan struct{}, s.Parallel)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for i := range clusters {
-		cluster := &clusters[i]
+	for _, t := range targets {
+		cluster := t.cluster
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -94,7 +105,7 @@ func (s *Sweeper) sweepClusters(ctx context.Context, w *sweep, clusters []hyperv
 			cctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout)
 			defer cancel()
 			part := w.part()
-			s.sweepCluster(cctx, part, cluster)
+			s.sweepCluster(cctx, part, cluster, t.provider)
 			if errors.Is(cctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				part.errs = append(part.errs, fmt.Errorf("sweeping HypervisorCluster %s: stopped at its deadline of %s: %w", clusterKey(cluster), s.ClusterTimeout, cctx.Err()))
 			}
@@ -129,13 +140,22 @@ func (w *sweep) merge(p *sweep) {
 	w.errs = append(w.errs, p.errs...)
 }
 
+// target is one hypervisor to sweep: a HypervisorCluster's (provider nil:
+// the registry's), or one of the operator's own.
+type target struct {
+	cluster  *hypervisorv1alpha1.HypervisorCluster
+	provider providers.Hypervisor
+}
+
 // sweepCluster lists one cluster's machines and deletes its orphans past
 // their grace.
-func (s *Sweeper) sweepCluster(ctx context.Context, w *sweep, cluster *hypervisorv1alpha1.HypervisorCluster) {
+func (s *Sweeper) sweepCluster(ctx context.Context, w *sweep, cluster *hypervisorv1alpha1.HypervisorCluster, p providers.Hypervisor) {
 	log := ctrl.LoggerFrom(ctx).WithName("orphan-sweeper")
-	p, err := s.Hypervisors.For(ctx, cluster)
-	if err != nil {
-		return // the cluster's own status reports why
+	if p == nil {
+		var err error
+		if p, err = s.Hypervisors.For(ctx, cluster); err != nil {
+			return // the cluster's own status reports why
+		}
 	}
 	machines, err := p.List(ctx)
 	if err != nil {

@@ -204,7 +204,8 @@ type MachineClaimStatus struct {
 	// whichever comes first.
 	// +optional
 	ExpiryTime *metav1.Time `json:"expiryTime,omitempty"`
-	// TerminationReason says why the machine ended: Expired, ShutDown,
+	// TerminationReason says why the machine ended: Expired, ShutDown (the
+	// guest powered off), MachineFailed (the hypervisor reports it failed),
 	// Deleted, ProvisioningTimeout or AttestationFailed (the machine did
 	// not attest before its join token expired).
 	// +optional
