@@ -55,7 +55,7 @@ type Reconciler struct {
 	// Adopter hands a VM the Kopf operator or an earlier HyperFleet made
 	// for a desk over to the desk's claim; nil: such a VM is left to the
 	// claim's name check.
-	Adopter providers.OwnerChanger
+	Adopter  providers.OwnerChanger
 	Recorder events.EventRecorder
 	Clock    clock.Clock
 	// Exporter, if set, gets the desk's status after every change.

@@ -20,6 +20,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -51,9 +52,10 @@ func (r *Reconciler) ensureClaim(ctx context.Context, s *scope) (skeleton.Result
 		if ended(d) {
 			return skeleton.Stop(), nil
 		}
-		if d.Status.StartTime != nil && d.Status.VirtualMachineRef != nil && d.Status.VirtualMachineRef.UID != "" && !r.mayAdopt(ctx, d) {
-			// Its VM ran, and is gone with its claim (deleted outside).
-			s.ended = &ending{reason: ReasonVMDeleted, what: "VirtualMachine " + vmName(d) + " was deleted outside HyperFleet"}
+		if vmUID(d) != "" && !r.ownsVM(ctx, d) {
+			// It had a VM, and its claim was deleted outside HyperFleet:
+			// the claim took the VM with it, or left it to the sweeper.
+			s.ended = &ending{reason: ReasonVMDeleted, what: "MachineClaim " + d.Name + " and its VirtualMachine " + vmName(d) + " were deleted outside HyperFleet"}
 			return skeleton.Stop(), nil
 		}
 		return r.createClaim(ctx, s)
@@ -155,19 +157,19 @@ func (r *Reconciler) adoptVM(ctx context.Context, s *scope) (skeleton.Result, er
 	return s.claimFailed(err), nil
 }
 
-// mayAdopt reports whether a desk whose claim is missing still has a VM
-// of its own: one made before desks had claims, to be handed to the claim
+// ownsVM reports whether a desk that had a VM, and has no claim, owns its
+// VM itself: one made before desks had claims, to be handed to the claim
 // it is about to make.
-func (r *Reconciler) mayAdopt(ctx context.Context, d *cyberdeskv1alpha1.Cyberdesk) bool {
+func (r *Reconciler) ownsVM(ctx context.Context, d *cyberdeskv1alpha1.Cyberdesk) bool {
 	if r.Adopter == nil {
 		return false
 	}
 	vm := &kubevirtv1.VirtualMachine{}
 	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: vmName(d)}, vm); err != nil {
-		// Not found, or unreadable: a claim made now meets the name check.
+		// Unreadable: a claim made now meets the name check, and waits.
 		return !apierrors.IsNotFound(err)
 	}
-	return string(vm.UID) == d.Status.VirtualMachineRef.UID
+	return vm.Labels[kubevirt.LabelOwnerUID] == string(d.UID)
 }
 
 // followClaim reads the claim's state into the desk's words: its VM being
@@ -230,7 +232,7 @@ func (r *Reconciler) machine(ctx context.Context, d *cyberdeskv1alpha1.Cyberdesk
 	case apierrors.IsNotFound(err):
 	case err != nil:
 		return nil, fmt.Errorf("reading VirtualMachine %s: %w", vmName(d), err)
-	case vm.Labels["hyperfleet.io/owner-uid"] == string(c.UID):
+	case vm.Labels[kubevirt.LabelOwnerUID] == string(c.UID):
 		m.UID = string(vm.UID)
 	}
 	return m, nil

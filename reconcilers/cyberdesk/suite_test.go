@@ -43,6 +43,10 @@ const operatorNamespace = "hyperfleet-system"
 // instead of waiting its timeoutMs out.
 var fakeClock = clocktesting.NewFakeClock(time.Now())
 
+// orphanGrace is how long the sweeper leaves a VM without its claim: long
+// enough for a desk's new claim to take over a VM made for the desk itself.
+const orphanGrace = 30 * time.Second
+
 var (
 	sim      *kubevirtsim.Simulator
 	supa     *postgrest
@@ -94,6 +98,8 @@ func TestMain(m *testing.M) {
 			ObserveInterval:   time.Second, FinalizationTimeout: 30 * time.Second,
 			// The desks' claims keep their time too: they enforce timeoutMs.
 			MachineClaimClock: fakeClock,
+			// Sweeps every second; a VM must be orphaned for orphanGrace.
+			OrphanSweepInterval: time.Second, OrphanGrace: orphanGrace,
 			Cyberdesk: manager.CyberdeskOptions{
 				TemplateConfigMap: "cyberdesk-vm-template", ManagedBy: "cyberdesk-operator",
 				SupabaseSecret: "supabase", SupabaseTimeout: 5 * time.Second,
