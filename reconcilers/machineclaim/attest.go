@@ -86,7 +86,7 @@ func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, err
 	a := t.Spec.Attestation
 	stall := func(reason, msg string) (skeleton.Result, error) {
 		s.blocked = &blocker{state: conditions.Stalled, reason: reason, message: msg}
-		return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+		return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
 	}
 	if a.Method != hypervisorv1alpha1.AttestationJoinToken && a.Method != hypervisorv1alpha1.AttestationTPM {
 		return stall(ReasonUnsupportedMethod, fmt.Sprintf("template %s asks for spec.attestation.method %s, which this version of HyperFleet does not know; use join-token or tpm", t.Name, a.Method))
@@ -245,11 +245,11 @@ func (r *Reconciler) spireError(s *scope, err error) (skeleton.Result, error) {
 	c := s.claim
 	if p, ok := providers.IsPermanent(err); ok {
 		s.blocked = &blocker{state: conditions.Stalled, reason: p.Reason, message: p.Message}
-		return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+		return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
 	}
 	s.blocked = &blocker{state: conditions.Waiting, reason: ReasonSPIREUnavailable,
 		message: fmt.Sprintf("the machine is not made until SPIRE answers: %v", err)}
-	return skeleton.StopAndRequeue(r.backoff.next(c.UID, providers.RetryAfter(err))), nil
+	return skeleton.StopAndRequeue(r.backoff.next(c, providers.RetryAfter(err))), nil
 }
 
 // attestationDeadline fails a machine that has not attested by its token's

@@ -2,17 +2,19 @@ package machineclaim
 
 import (
 	"math/rand/v2"
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // backoff tracks consecutive failures per claim for exponential retry delays
-// with jitter, so a failing hypervisor is not hammered in lockstep.
+// with jitter, so a failing hypervisor is not hammered in lockstep. It is the
+// driver's memory (Kind.Memory): a claim gone or released is forgotten there,
+// so only a success needs reset.
 type backoff struct {
-	mu       sync.Mutex
-	failures map[types.UID]int
+	skeleton.Memory[int]
 }
 
 const (
@@ -21,15 +23,12 @@ const (
 )
 
 // next records a failure and returns the delay before the next attempt,
-// never less than floor (a provider's Retry-After hint).
-func (b *backoff) next(uid types.UID, floor time.Duration) time.Duration {
-	b.mu.Lock()
-	if b.failures == nil {
-		b.failures = map[types.UID]int{}
-	}
-	n := b.failures[uid]
-	b.failures[uid] = n + 1
-	b.mu.Unlock()
+// never less than floor (a provider's Retry-After hint). The count is read
+// and written apart: a claim's reconciles never run at once (the workqueue
+// holds its key while one runs), so no other failure of it comes between.
+func (b *backoff) next(c client.Object, floor time.Duration) time.Duration {
+	n, _ := b.Load(c)
+	b.Store(c, n+1)
 	d := backoffBase << min(n, 10)
 	d = min(d, backoffMax)
 	d = max(d, floor)
@@ -37,10 +36,9 @@ func (b *backoff) next(uid types.UID, floor time.Duration) time.Duration {
 	return time.Duration(float64(d) * (0.8 + 0.4*rand.Float64())) //nolint:gosec // jitter needs no crypto
 }
 
-func (b *backoff) reset(uid types.UID) {
-	b.mu.Lock()
-	delete(b.failures, uid)
-	b.mu.Unlock()
+// reset forgets the claim's failures: its last step succeeded.
+func (b *backoff) reset(c client.Object) {
+	b.Forget(client.ObjectKeyFromObject(c))
 }
 
 // jitter spreads a poll by ±10% (pollWhileBusy when d is not positive), so

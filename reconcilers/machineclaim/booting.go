@@ -1,12 +1,12 @@
 package machineclaim
 
 import (
-	"sync"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
 // addressGrace is how long a machine may run before its guest reports an
@@ -23,10 +23,10 @@ const addressGrace = 30 * time.Second
 // (startTime, node) or the claim ends. It only saves writes: a restart or
 // a change of leader forgets it, and the machine is then seen running
 // anew, which delays the Running phase by at most one grace and moves
-// startTime by as much.
+// startTime by as much. It is the driver's memory (Kind.Memory), so a
+// claim deleted while booting is forgotten there.
 type booting struct {
-	mu    sync.Mutex
-	boots map[types.UID]boot
+	skeleton.Memory[boot]
 }
 
 type boot struct {
@@ -38,48 +38,40 @@ type boot struct {
 }
 
 // seen returns when the claim's machine was first seen running, taking
-// now for a first look, and notes the node it was seen on.
-func (b *booting) seen(uid types.UID, now time.Time, node string) time.Time {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.boots == nil {
-		b.boots = map[types.UID]boot{}
-	}
-	t, ok := b.boots[uid]
+// now for a first look, and notes the node it was seen on. Read and write
+// need no lock between them: a claim's reconciles never run at once.
+func (b *booting) seen(c client.Object, now time.Time, node string) time.Time {
+	t, ok := b.Load(c)
 	if !ok {
 		t.since = now
 	}
 	if node != "" {
 		t.node = node
 	}
-	b.boots[uid] = t
+	b.Store(c, t)
 	return t.since
 }
 
 // node is where the claim's booting machine was last seen, "" if unknown.
-func (b *booting) node(uid types.UID) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.boots[uid].node
+func (b *booting) node(c client.Object) string {
+	t, _ := b.Load(c)
+	return t.node
 }
 
 // known says whether the claim's machine was seen running.
-func (b *booting) known(uid types.UID) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	_, ok := b.boots[uid]
+func (b *booting) known(c client.Object) bool {
+	_, ok := b.Load(c)
 	return ok
 }
 
-func (b *booting) forget(uid types.UID) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	delete(b.boots, uid)
+// forget drops the claim's boot: its start is in status, or it ended.
+func (b *booting) forget(c client.Object) {
+	b.Forget(client.ObjectKeyFromObject(c))
 }
 
 // started says whether the claim's machine runs: recorded in status, or
 // seen running and not yet written. The steps before a machine runs
 // (address, attestation, create) are then done.
 func (r *Reconciler) started(c *hypervisorv1alpha1.MachineClaim) bool {
-	return c.Status.StartTime != nil || r.booting.known(c.UID)
+	return c.Status.StartTime != nil || r.booting.known(c)
 }

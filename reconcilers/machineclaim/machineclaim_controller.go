@@ -242,6 +242,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.MachineClaim,
 			Events: func(s *scope, read, written *hypervisorv1alpha1.MachineClaim, summary conditions.Summary) {
 				r.recordTransition(written, read.Status.Phase, summary, s)
 			},
+			Memory: []skeleton.Forgetter{&r.backoff, &r.booting},
 		},
 	}
 }

@@ -11,7 +11,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
@@ -49,12 +48,12 @@ const pollForAddress = time.Second
 // finalize deletes the machine, then releases the claim. Past the deadline
 // the claim is released anyway — with a Warning event, a metric and the
 // machine left to the orphan sweeper — so an unreachable hypervisor cannot
-// pin it forever.
+// pin it forever. The driver runs it only on a claim that still holds the
+// finalizer (one without it was let go already), and forgets the claim's
+// backoff and boot once it is released, whether or not the release's
+// write succeeds.
 func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, error) {
 	claim := s.claim
-	if !controllerutil.ContainsFinalizer(claim, Finalizer) {
-		return skeleton.Stop(), nil
-	}
 	ref := machineRef(claim)
 	done := ref.Name == "" && ref.VMID == 0
 	var err error
@@ -78,7 +77,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 				return skeleton.StopAndRequeue(2 * time.Second), nil
 			}
 			s.deletion = &deletion{finalizing: true, err: err}
-			return skeleton.StopAndRequeue(r.backoff.next(claim.UID, providers.RetryAfter(err))), nil
+			return skeleton.StopAndRequeue(r.backoff.next(claim, providers.RetryAfter(err))), nil
 		}
 		finalizerDeadlineExceeded.WithLabelValues(string(claim.Status.Provider)).Inc()
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
@@ -87,8 +86,6 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	} else {
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}
-	r.backoff.reset(claim.UID)
-	r.booting.forget(claim.UID)
 	r.deleteOwnedUserData(ctx, claim)
 	r.forgetAttestation(ctx, claim, r.templateOf(ctx, claim))
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
@@ -130,7 +127,7 @@ func (r *Reconciler) resolve(ctx context.Context, s *scope) (skeleton.Result, er
 			return skeleton.StopAndRequeue(time.Minute), nil
 		}
 		s.blocked = &blocker{state: conditions.Waiting, reason: "TemplateUnreadable", message: err.Error()}
-		return skeleton.StopAndRequeue(r.backoff.next(c.UID, 0)), nil
+		return skeleton.StopAndRequeue(r.backoff.next(c, 0)), nil
 	}
 	clusterName := c.Status.ClusterName
 	if clusterName == "" {
@@ -164,7 +161,7 @@ func (r *Reconciler) resolve(ctx context.Context, s *scope) (skeleton.Result, er
 	if err != nil {
 		s.blocked = &blocker{state: conditions.Waiting, reason: meta.DependencyNotReadyReason,
 			message: fmt.Sprintf("HypervisorCluster %s: %v", clusterName, err)}
-		return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+		return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
 	}
 	s.template, s.cluster, s.provider = t, cluster, p
 	c.Status.ClusterName, c.Status.Provider = cluster.Name, cluster.Spec.Provider
@@ -300,11 +297,11 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		if p, ok := providers.IsPermanent(err); ok && p.Reason == credentials.SecretNotForThisClaimReason {
 			// Another machine's Secret: no wait makes it this claim's.
 			s.blocked = &blocker{state: conditions.Stalled, reason: p.Reason, message: p.Message}
-			return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+			return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
 		}
 		if err != nil {
 			s.blocked = &blocker{state: conditions.Waiting, reason: meta.SecretNotFoundReason, message: err.Error()}
-			return skeleton.StopAndRequeue(r.backoff.next(c.UID, 10*time.Second)), nil
+			return skeleton.StopAndRequeue(r.backoff.next(c, 10*time.Second)), nil
 		}
 		spec.CloudInit.UserData = data
 	}
@@ -312,7 +309,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		ud, err := attestation.WithMachineConfig(spec.CloudInit.UserData, *mc, s.attestRun)
 		if err != nil {
 			s.blocked = &blocker{state: conditions.Stalled, reason: ReasonUserDataUnsupported, message: err.Error()}
-			return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+			return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
 		}
 		spec.CloudInit.UserData = ud
 	}
@@ -343,7 +340,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 	if err != nil {
 		return r.providerError(s, err)
 	}
-	r.backoff.reset(c.UID)
+	r.backoff.reset(c)
 	r.taskWarnings(c, m)
 	if m.Created {
 		for _, n := range m.Notices {
@@ -365,7 +362,7 @@ func (r *Reconciler) observe(ctx context.Context, s *scope) (skeleton.Result, er
 	ref := machineRef(c)
 	if ref.Node == "" {
 		// Booting: status has no node yet (booting.go), but the last look did.
-		ref.Node = r.booting.node(c.UID)
+		ref.Node = r.booting.node(c)
 	}
 	m, err := s.provider.Observe(ctx, ref)
 	if errors.Is(err, providers.ErrNotFound) {
@@ -400,7 +397,7 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 		// or the grace runs out (booting.go), so a claim shows Provisioning
 		// until Ready. Provisioning is what status says already, unless a
 		// passing error was written since; then it says so again.
-		if since := r.booting.seen(c.UID, s.now, m.Node); s.now.Sub(since) < addressGrace {
+		if since := r.booting.seen(c, s.now, m.Node); s.now.Sub(since) < addressGrace {
 			s.progress = "booting"
 			return skeleton.StopAndRequeue(jitter(pollForAddress)), nil
 		}
@@ -419,9 +416,9 @@ func (r *Reconciler) evaluate(ctx context.Context, s *scope, m providers.Machine
 	if c.Status.StartTime == nil {
 		// When it was first seen running, which may be a few polls before
 		// this status write.
-		start := metav1.NewTime(r.booting.seen(c.UID, s.now, m.Node))
+		start := metav1.NewTime(r.booting.seen(c, s.now, m.Node))
 		c.Status.StartTime = &start
-		r.booting.forget(c.UID)
+		r.booting.forget(c)
 	}
 	if len(m.Addresses) == 0 {
 		return skeleton.StopAndRequeue(jitter(pollForAddress)), nil
@@ -465,7 +462,7 @@ func (r *Reconciler) retireMachine(ctx context.Context, s *scope) (skeleton.Resu
 		return skeleton.StopAndRequeue(jitter(pollWhileBusy)), nil
 	}
 	s.deletion.err = err
-	return skeleton.StopAndRequeue(r.backoff.next(c.UID, providers.RetryAfter(err))), nil
+	return skeleton.StopAndRequeue(r.backoff.next(c, providers.RetryAfter(err))), nil
 }
 
 // untilNews is how long to wait before looking at a machine still being
@@ -483,8 +480,8 @@ func (r *Reconciler) untilNews(m providers.Machine) time.Duration {
 func (r *Reconciler) finish(s *scope, reason, how string) (skeleton.Result, error) {
 	s.claim.Status.TerminationReason = reason
 	s.ended = how
-	r.backoff.reset(s.claim.UID)
-	r.booting.forget(s.claim.UID)
+	r.backoff.reset(s.claim)
+	r.booting.forget(s.claim)
 	return skeleton.Stop(), nil
 }
 
@@ -493,7 +490,7 @@ func (r *Reconciler) providerError(s *scope, err error) (skeleton.Result, error)
 	c := s.claim
 	if p, ok := providers.IsPermanent(err); ok {
 		s.blocked = &blocker{state: conditions.Stalled, reason: p.Reason, message: p.Message}
-		return skeleton.StopAndRequeue(r.backoff.next(c.UID, time.Minute)), nil
+		return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
 	}
 	reason := "HypervisorError"
 	var t *providers.TransientError
@@ -511,7 +508,7 @@ func (r *Reconciler) providerError(s *scope, err error) (skeleton.Result, error)
 		}
 		return skeleton.StopAndRequeue(jitter(providers.RetryAfter(err))), nil
 	}
-	return skeleton.StopAndRequeue(r.backoff.next(c.UID, providers.RetryAfter(err))), nil
+	return skeleton.StopAndRequeue(r.backoff.next(c, providers.RetryAfter(err))), nil
 }
 
 // checkpoint writes the status now, before a call that must find it
