@@ -13,7 +13,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
@@ -30,11 +29,11 @@ func TestAClaimReleasedOrGoneIsForgotten(t *testing.T) {
 	const hold = "test.hyperfleet.io/hold"
 	deleting := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "deleting", Namespace: ns, Finalizers: []string{hold, Finalizer}},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "none"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "none"}},
 	}
 	kept := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "kept", Namespace: ns},
-		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: meta.LocalObjectReference{Name: "none"}},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "none"}},
 	}
 	for _, o := range []*hypervisorv1alpha1.MachineClaim{deleting, kept} {
 		if err := c.Create(ctx, o); err != nil {
