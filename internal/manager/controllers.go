@@ -38,5 +38,10 @@ func checkControllers(names []string) error {
 			return fmt.Errorf("--controllers: unknown controller %q; known: *, %s", n, strings.Join(AllControllers, ", "))
 		}
 	}
+	o := Options{Controllers: names}
+	if o.runs(ControllerCyberdesk) && !o.runs(ControllerMachineClaim) {
+		// Its desks would wait for ever on claims nobody makes.
+		return fmt.Errorf("--controllers: %s needs %s (a desk's VM is its MachineClaim's machine); add %s", ControllerCyberdesk, ControllerMachineClaim, ControllerMachineClaim)
+	}
 	return nil
 }

@@ -91,6 +91,9 @@ func TestControllersFlag(t *testing.T) {
 	if err := fs.Parse([]string{"--controllers", "machineclaims"}); err == nil || !strings.Contains(err.Error(), `unknown controller "machineclaims"`) {
 		t.Errorf("a misspelt controller gives %v, want an error naming it", err)
 	}
+	if err := fs.Parse([]string{"--controllers", "cyberdesk"}); err == nil || !strings.Contains(err.Error(), "cyberdesk needs machineclaim") {
+		t.Errorf("desks without their claims' reconciler give %v, want an error saying what to add", err)
+	}
 	bad = Options{Controllers: []string{"performer"}, OperatorNamespace: "x", Identity: "x"}
 	if err := bad.Complete(); err == nil {
 		t.Error("Complete accepts an unknown controller")
