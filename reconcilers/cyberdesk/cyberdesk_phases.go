@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -191,6 +192,7 @@ func (r *Reconciler) followClaim(ctx context.Context, s *scope) (skeleton.Result
 	}
 	if st.Phase == hypervisorv1alpha1.MachineStopping {
 		s.retire = deskReason(st.TerminationReason)
+		s.deleteErr = deletionTrouble(c)
 	}
 	if st.MachineName != "" && st.Phase != hypervisorv1alpha1.MachinePending && st.Phase != "" {
 		m, err := r.machine(ctx, d, c)
@@ -277,6 +279,20 @@ func endingOf(d *cyberdeskv1alpha1.Cyberdesk, c *hypervisorv1alpha1.MachineClaim
 	return &ending{reason: reason, what: what}
 }
 
+// deletionTrouble is why the claim's deletion of its VM has not gone
+// through, as the claim's Ready message says it ("… failed, retrying: why"),
+// or nil while it goes as it should.
+func deletionTrouble(c *hypervisorv1alpha1.MachineClaim) error {
+	_, msg := conditions.ReadyMessage(c)
+	if _, why, ok := strings.Cut(msg, "failed, retrying"); ok {
+		if _, after, found := strings.Cut(why, ": "); found {
+			why = after
+		}
+		return errors.New(why)
+	}
+	return nil
+}
+
 // deskReason is the desk's name for a claim's termination reason.
 func deskReason(claimReason string) string {
 	switch claimReason {
@@ -314,6 +330,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 			}
 		}
 		if s.now.Before(skeleton.DeletionDeadline(d, r.FinalizationTimeout)) {
+			s.deleteErr = deletionTrouble(c)
 			// The claim's deletion wakes the desk (it is owned); the poll
 			// only bounds a missed event.
 			return skeleton.StopAndRequeue(5 * time.Second), nil

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
@@ -118,4 +119,32 @@ func deleting(d *cyberdeskv1alpha1.Cyberdesk) {
 	d.DeletionTimestamp = &now
 	d.Finalizers = []string{Finalizer}
 	d.Status.Phase = cyberdeskv1alpha1.CyberdeskRunning
+}
+
+// The claim's words become the desk's: a claim still making its VM is a
+// desk Pending and progressing, a claim whose VM deletion fails says why on
+// the desk.
+func TestClaimStateInTheDesksWords(t *testing.T) {
+	d := &cyberdeskv1alpha1.Cyberdesk{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: "desks", Generation: 1}}
+	claim := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: "desks"}}
+	got := computeStatus(&scope{desk: d, claim: claim}, nil)
+	if d.Status.Phase != cyberdeskv1alpha1.CyberdeskPending || got.State != conditions.Progressing || !strings.Contains(got.Message, "MachineClaim alice") {
+		t.Errorf("a new claim: %s %v %q", d.Status.Phase, got.State, got.Message)
+	}
+	conditionstest.CheckSummary(t, d, got, true)
+
+	conditions.Set(claim, 1, conditions.Summary{State: conditions.Progressing, Reason: "Stopping",
+		Message: "deleting machine cyberdesk-alice failed, retrying: connection refused"})
+	if err := deletionTrouble(claim); err == nil || err.Error() != "connection refused" {
+		t.Errorf("deletion trouble %v, want the claim's reason", err)
+	}
+	conditions.Set(claim, 1, conditions.Summary{State: conditions.Progressing, Reason: "Stopping", Message: "deleting machine cyberdesk-alice (Expired)"})
+	if err := deletionTrouble(claim); err != nil {
+		t.Errorf("deletion going well, yet trouble %v", err)
+	}
+	for claimReason, want := range map[string]string{"Expired": ReasonTimedOut, "ShutDown": ReasonGuestShutdown, "MachineFailed": ReasonVMFailed, "Deleted": ReasonVMDeleted} {
+		if got := deskReason(claimReason); got != want {
+			t.Errorf("claim reason %s reads %s on the desk, want %s", claimReason, got, want)
+		}
+	}
 }
