@@ -2,6 +2,7 @@ package cyberdesk_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -153,3 +154,40 @@ func TestVMMadeForTheDeskItselfIsHandedToItsClaim(t *testing.T) {
 	l.waitPhase("hank", cyberdeskv1alpha1.CyberdeskTerminated, 30*time.Second)
 	l.nothingLeft("hank", 10*time.Second)
 }
+
+// A VM of the desk's VM name that is somebody else's is never taken over:
+// the desk waits, saying whose name it is, and the VM is left as it was.
+func TestSomebodyElsesVMOfTheDesksNameIsLeftAlone(t *testing.T) {
+	l := newLab(t)
+	other := &kubevirtv1.VirtualMachine{ObjectMeta: metav1.ObjectMeta{Name: "cyberdesk-ivan", Namespace: l.ns, Labels: map[string]string{"owner": "someone"}},
+		Spec: kubevirtv1.VirtualMachineSpec{RunStrategy: ptr(kubevirtv1.RunStrategyHalted), Template: &kubevirtv1.VirtualMachineInstanceTemplateSpec{}}}
+	if err := l.c.Create(rootCtx, other); err != nil {
+		t.Fatal(err)
+	}
+	l.desk("ivan", 600000)
+	var d *cyberdeskv1alpha1.Cyberdesk
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		var err error
+		if d, err = l.get("ivan"); err != nil {
+			return false, err.Error()
+		}
+		reason, msg := readyReason(d)
+		return reason == "VMNameTaken" && strings.Contains(msg, "cyberdesk-ivan") && d.Status.Phase == cyberdeskv1alpha1.CyberdeskPending, describe(d)
+	})
+	got := &kubevirtv1.VirtualMachine{}
+	if err := l.c.Get(rootCtx, client.ObjectKeyFromObject(other), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.UID != other.UID || got.Labels[kubevirt.LabelOwnerUID] != "" || got.Labels["owner"] != "someone" {
+		t.Errorf("somebody else's VM was changed: labels %v", got.Labels)
+	}
+	if err := l.c.Delete(rootCtx, d); err != nil {
+		t.Fatal(err)
+	}
+	l.waitGone(d, 30*time.Second)
+	if err := l.c.Get(rootCtx, client.ObjectKeyFromObject(other), got); err != nil {
+		t.Errorf("deleting the desk took somebody else's VM: %v", err)
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -34,6 +34,11 @@ const (
 	claimShutDown      = "ShutDown"
 	claimMachineFailed = "MachineFailed"
 	claimDeleted       = "Deleted"
+	claimNameTaken     = "MachineNameTaken"
+
+	// ReasonVMNameTaken: a VM of the desk's VM name exists that is not
+	// the desk's.
+	ReasonVMNameTaken = "VMNameTaken"
 
 	ReasonClaimNameTaken = "ClaimNameTaken"
 )
@@ -257,6 +262,10 @@ func blockerOf(c *hypervisorv1alpha1.MachineClaim) *blocker {
 	}
 	if apimeta.IsStatusConditionTrue(c.Status.Conditions, meta.ReconcilingCondition) {
 		return nil // under way
+	}
+	if ready.Reason == claimNameTaken {
+		// The Kopf operator's word for it.
+		return &blocker{phase: cyberdeskv1alpha1.CyberdeskPending, state: conditions.Waiting, reason: ReasonVMNameTaken, message: ready.Message}
 	}
 	return &blocker{state: conditions.Waiting, reason: ready.Reason, message: ready.Message}
 }

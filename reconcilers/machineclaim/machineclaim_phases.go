@@ -31,6 +31,10 @@ const (
 	ReasonProvisioningTimeout = "ProvisioningTimeout"
 )
 
+// ReasonMachineNameTaken: the machine's name is held by a machine
+// HyperFleet does not own, and the provider offers no other.
+const ReasonMachineNameTaken = "MachineNameTaken"
+
 // ReasonClusterDeleting: the claim's cluster is being deleted, so no
 // machine is made for it.
 const ReasonClusterDeleting = "ClusterDeleting"
@@ -336,6 +340,11 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 			}
 			return skeleton.StopAndRequeue(time.Second), nil
 		}
+		// The name the claim asks for (spec.machineName) is somebody
+		// else's: waited on, never exchanged, so it says so by name.
+		s.blocked = &blocker{state: conditions.Waiting, reason: ReasonMachineNameTaken,
+			message: fmt.Sprintf("%v; the claim waits for that machine to go: delete it, or delete this claim", err)}
+		return skeleton.StopAndRequeue(r.backoff.next(c, providers.RetryAfter(err))), nil
 	}
 	if err != nil {
 		return r.providerError(s, err)
