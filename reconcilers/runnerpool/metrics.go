@@ -52,6 +52,10 @@ func (c *counts) set(pool types.NamespacedName, byState map[string]int) {
 	c.pool[pool] = byState
 }
 
+// Forget drops a pool's counts, so the gauge stops reporting a pool that
+// is gone; the driver calls it (Kind.Memory).
+func (c *counts) Forget(pool types.NamespacedName) { c.set(pool, nil) }
+
 func (c *counts) Describe(ch chan<- *prometheus.Desc) { ch <- runnersDesc }
 
 func (c *counts) Collect(ch chan<- prometheus.Metric) {

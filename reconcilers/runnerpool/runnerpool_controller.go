@@ -7,10 +7,8 @@ package runnerpool
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -25,6 +23,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github/joblist"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
+	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -73,8 +72,9 @@ type Reconciler struct {
 	FinalizationTimeout     time.Duration
 	MaxConcurrentReconciles int
 
-	mu    sync.Mutex
-	pools map[types.NamespacedName]*poolMemory
+	// pools is what each pool's reconciles remember; the driver forgets a
+	// pool's when the pool is gone or let go of its finalizer.
+	pools skeleton.Memory[*poolMemory]
 }
 
 // poolMemory is what a pool's reconciles remember between each other:
@@ -155,60 +155,63 @@ func webhookScalingOff(pool *hypervisorv1alpha1.RunnerPool) bool {
 	return w != nil && w.Enabled != nil && !*w.Enabled
 }
 
-func (r *Reconciler) memory(key types.NamespacedName) *poolMemory {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.pools == nil {
-		r.pools = map[types.NamespacedName]*poolMemory{}
+// memory returns what the pool's earlier reconciles remembered, or a new
+// memory for a pool not seen before (or made again under the same name).
+func (r *Reconciler) memory(pool *hypervisorv1alpha1.RunnerPool) *poolMemory {
+	if m, ok := r.pools.Load(pool); ok {
+		return m
 	}
-	m, ok := r.pools[key]
-	if !ok {
-		m = &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
-			creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
-		r.pools[key] = m
-	}
+	m, _ := r.pools.LoadOrStore(pool, newPoolMemory())
 	return m
 }
 
-func (r *Reconciler) forget(key types.NamespacedName) {
-	r.mu.Lock()
-	delete(r.pools, key)
-	r.mu.Unlock()
-	runnerCounts.set(key, nil)
-	r.GitHub.Forget(key.String())
+func newPoolMemory() *poolMemory {
+	return &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
+		creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
 }
 
-// Reconcile drives one pool: Get, the deferred finalize-status step, the
-// deletion phases or the finalizer, then the pool's phases.
-func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
-	pool := &hypervisorv1alpha1.RunnerPool{}
-	if err := r.Client.Get(ctx, req.NamespacedName, pool); err != nil {
-		if apierrors.IsNotFound(err) {
-			r.forget(req.NamespacedName)
-		}
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+// forgetter adapts a function to skeleton.Forgetter.
+type forgetter func(key types.NamespacedName)
+
+func (f forgetter) Forget(key types.NamespacedName) { f(key) }
+
+// Reconcile drives one pool.
+func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	return r.driver().Reconcile(ctx, req)
+}
+
+func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *scope] {
+	return &skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *scope]{
+		Client:   r.Client,
+		Recorder: r.Recorder,
+		Kind: skeleton.Kind[*hypervisorv1alpha1.RunnerPool, *scope]{
+			New: func() *hypervisorv1alpha1.RunnerPool { return &hypervisorv1alpha1.RunnerPool{} },
+			Scope: func(pool *hypervisorv1alpha1.RunnerPool, patch *skeleton.StatusPatch) *scope {
+				return &scope{pool: pool, key: client.ObjectKeyFromObject(pool), now: r.Clock.Now(), mem: r.memory(pool), patch: patch}
+			},
+			Finalizer: Finalizer,
+			// readJobs before observeRunners: a job recorded completed whose
+			// runner the shared listing still shows asks for a fresh one
+			// (refreshIfFinished).
+			Phases: []skeleton.Phase[*scope]{
+				r.getTemplate, r.connectGitHub, r.readJobs, r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale,
+			},
+			Deletion: []skeleton.Phase[*scope]{r.deleteMachines, r.deregisterAll, r.release},
+			Status:   computeStatus,
+			Events: func(_ *scope, read, written *hypervisorv1alpha1.RunnerPool, summary conditions.Summary) {
+				r.recordTransition(read, written, summary)
+			},
+			// Forgotten when the pool is gone, and already when it let go
+			// of its finalizer: nothing of a released pool is needed again,
+			// and its gauge and GitHub client should not wait for the
+			// NotFound reconcile to go.
+			Memory: []skeleton.Forgetter{
+				&r.pools,
+				runnerCounts,
+				forgetter(func(key types.NamespacedName) { r.GitHub.Forget(key.String()) }),
+			},
+		},
 	}
-	if stop, res, err := skeleton.RefuseUndecodable(ctx, r.Client, r.Recorder, pool); stop {
-		return res, err
-	}
-	s := &scope{pool: pool, key: req.NamespacedName, now: r.Clock.Now(), mem: r.memory(req.NamespacedName)}
-	patch := skeleton.NewStatusPatch(r.Client, pool)
-	s.patch = patch
-	defer func() {
-		summary := computeStatus(s, retErr)
-		result, retErr = patch.Finalize(ctx, summary, result, retErr)
-		r.recordTransition(patch.Before(), pool, summary)
-	}()
-	if !pool.DeletionTimestamp.IsZero() {
-		return skeleton.RunPhases(ctx, s, r.deleteMachines, r.deregisterAll, r.release)
-	}
-	if err := patch.EnsureFinalizer(ctx, Finalizer); err != nil {
-		return ctrl.Result{}, err
-	}
-	// readJobs before observeRunners: a job recorded completed whose runner
-	// the shared listing still shows asks for a fresh one (refreshIfFinished).
-	return skeleton.RunPhases(ctx, s, r.getTemplate, r.connectGitHub, r.readJobs,
-		r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale)
 }
 
 // client returns the GitHub client and scope of a pool.

@@ -117,9 +117,6 @@ type scope struct {
 	leftClaims []string
 	// pastDeadline: the deleted pool's FinalizationTimeout has passed.
 	pastDeadline bool
-	// released: the finalizer is off (or was never ours); the pool may be
-	// gone and its status is not written.
-	released bool
 }
 
 // scaling is scale's decision.
@@ -387,10 +384,6 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 // the deadline nothing more is attempted; the claims are only counted for
 // the Warning event.
 func (r *Reconciler) deleteMachines(ctx context.Context, s *scope) (skeleton.Result, error) {
-	if !controllerutil.ContainsFinalizer(s.pool, Finalizer) {
-		s.released = true
-		return skeleton.Stop(), nil
-	}
 	s.pastDeadline = !s.now.Before(r.deletionDeadline(ctx, s))
 	claims, err := r.claims(ctx, s.pool)
 	if err != nil {
@@ -453,11 +446,11 @@ func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, er
 		}
 		r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete", "%s", leftBehind(r.FinalizationTimeout, pool, s))
 	}
+	// The driver forgets the pool's memory, its gauge and its GitHub
+	// client once the finalizer is released.
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
-	r.forget(s.key)
-	s.released = true
 	return skeleton.Stop(), nil
 }
 

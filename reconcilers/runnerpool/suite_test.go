@@ -3,15 +3,12 @@ package runnerpool_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -19,12 +16,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clocktesting "k8s.io/utils/clock/testing"
 	kubevirtv1 "kubevirt.io/api/core/v1"
-	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
-	"github.com/hyperfleet/hyperfleet/internal/manager"
+	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
@@ -34,9 +30,8 @@ import (
 )
 
 const (
-	operatorNamespace = "hyperfleet-system"
-	webhookSecret     = "hook-s3cret"
-	repo              = "acme/widgets"
+	webhookSecret = "hook-s3cret"
+	repo          = runnerlab.Repo
 )
 
 var (
@@ -51,84 +46,27 @@ var (
 
 // One manager (with the webhook receiver), one kubevirtsim, one githubsim
 // sending real signed workflow_job deliveries to the receiver, and stand-in
-// agents inside the runner VMs, for the whole package.
+// agents inside the runner VMs, for the whole package: the runner lab
+// (internal/bench/runnerlab) with the suites' short intervals and clock.
 func TestMain(m *testing.M) {
 	testenv.MainWith(m, func() (func(), error) {
-		ctrl.SetLogger(logr.Discard())
-		ctx, cancel := context.WithCancel(context.Background())
-		fail := func(err error) (func(), error) { cancel(); return nil, err }
-		if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
-			return fail(err)
-		}
-		var err error
-		if kv, err = kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()}); err != nil {
-			return fail(err)
-		}
-		addr, err := freeAddr()
-		if err != nil {
-			return fail(err)
-		}
-		webhookURL = "http://" + addr + "/github/webhook"
 		// One PAT serves every test on both providers: a budget ten times
 		// GitHub's hourly 5000 keeps one test's calls from starving the next.
-		gh = githubsim.New(githubsim.Options{Repositories: []string{repo}, WebhookURL: webhookURL, WebhookSecret: webhookSecret,
-			JobDuration: 500 * time.Millisecond, RateLimit: 50000})
-		if err := gh.Start(); err != nil {
-			return fail(err)
-		}
-		c := testenv.Client()
-		for _, obj := range []client.Object{
-			&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
-			&corev1.Secret{
-				ObjectMeta: metav1.ObjectMeta{Name: "github-webhook", Namespace: operatorNamespace, Labels: map[string]string{meta.CredentialsLabel: "true"}},
-				StringData: map[string]string{"webhookSecret": webhookSecret},
+		_, stop, err := runnerlab.Start(context.Background(), runnerlab.Options{
+			Config: testenv.Config(), Client: testenv.Client(), WebhookSecret: webhookSecret,
+			RateLimit: 50000, JobDuration: 500 * time.Millisecond,
+			Manager: runnerlab.Suite(clk),
+			// The agents find each claim's machine on KubeVirt or, for a
+			// Proxmox lab's namespace, on its simulator (proxmox_test.go).
+			Agents: func(l *runnerlab.Lab, a *runnersim.Agents) {
+				// Set before the agents start: their hooks read them.
+				kv, gh, webhookURL = l.KubeVirt, l.GitHub, l.WebhookURL
+				a.PowerOff, a.UserData, a.Process = guestPowerOff, guestUserData, guestProcess
 			},
-		} {
-			if err := c.Create(ctx, obj); err != nil {
-				return fail(err)
-			}
-		}
-		mgr, err := manager.New(testenv.Config(), manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: operatorNamespace,
-			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
-			OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
-			// A pool's runners are MachineClaims on a cluster through a
-			// template: those reconcilers, and nothing else, run beside it.
-			Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
-				manager.ControllerMachineClaim, manager.ControllerRunnerPool},
-			Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: "github-webhook", SyncInterval: time.Second, GitHubTimeout: 5 * time.Second, Clock: clk},
 		})
-		if err != nil {
-			return fail(err)
-		}
-		done := make(chan error, 1)
-		go func() { done <- mgr.Start(ctx) }()
-		// The agents find each claim's machine on KubeVirt or, for a
-		// Proxmox lab's namespace, on its simulator (proxmox_test.go).
-		agents := &runnersim.Agents{Client: c, GitHub: gh, Log: logr.Discard(), PowerOff: guestPowerOff, UserData: guestUserData, Process: guestProcess}
-		agents.Start(ctx)
-		return func() {
-			cancel()
-			if err := <-done; err != nil {
-				fmt.Fprintf(os.Stderr, "manager: %v\n", err)
-			}
-			gh.Close()
-			kv.Stop()
-		}, nil
+		return stop, err
 	})
 }
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer func() { _ = l.Close() }()
-	return l.Addr().String(), nil
-}
-
-const runnerVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
-"volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/example/runner-image:2.321.0"}}]}}}}`
 
 // lab is one test's namespace with a KubeVirt cluster, a runner template
 // and the GitHub credentials.
@@ -153,7 +91,7 @@ func newLab(t *testing.T) *lab {
 		ObjectMeta: metav1.ObjectMeta{Name: "runner"},
 		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
 			ClusterRef: meta.LocalObjectReference{Name: "kv"},
-			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}},
+			KubeVirt:   &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerlab.RunnerVM)}},
 		},
 	})
 	return l

@@ -15,7 +15,10 @@ import (
 // object deleted and made again under the same name starts afresh. Give it
 // to the driver in Kind.Memory.
 type Memory[V any] struct {
-	m sync.Map // types.NamespacedName → remembered[V]
+	// Entries are pointers so that LoadOrStore can replace an earlier
+	// object's entry with CompareAndSwap whatever V is: a pointer is always
+	// comparable.
+	m sync.Map // types.NamespacedName → *remembered[V]
 }
 
 type remembered[V any] struct {
@@ -31,7 +34,7 @@ func (m *Memory[V]) Load(obj client.Object) (V, bool) {
 		var zero V
 		return zero, false
 	}
-	r := v.(remembered[V])
+	r := v.(*remembered[V])
 	if r.uid != obj.GetUID() {
 		var zero V
 		return zero, false
@@ -39,18 +42,42 @@ func (m *Memory[V]) Load(obj client.Object) (V, bool) {
 	return r.value, true
 }
 
+// LoadOrStore returns what was stored for obj if it was stored for this
+// very object (loaded); otherwise it stores value for obj, replacing what
+// an earlier object of the same name left, and returns it. Two callers
+// racing on one object get the same value.
+func (m *Memory[V]) LoadOrStore(obj client.Object, value V) (actual V, loaded bool) {
+	key := client.ObjectKeyFromObject(obj)
+	fresh := &remembered[V]{uid: obj.GetUID(), value: value}
+	for {
+		v, ok := m.m.LoadOrStore(key, fresh)
+		if !ok {
+			return value, false
+		}
+		r := v.(*remembered[V])
+		if r.uid == obj.GetUID() {
+			return r.value, true
+		}
+		// An earlier object's: replace it, unless another caller just did
+		// (then look again, and find that caller's value).
+		if m.m.CompareAndSwap(key, v, fresh) {
+			return value, false
+		}
+	}
+}
+
 // Store remembers value for obj.
 func (m *Memory[V]) Store(obj client.Object, value V) {
-	m.m.Store(client.ObjectKeyFromObject(obj), remembered[V]{uid: obj.GetUID(), value: value})
+	m.m.Store(client.ObjectKeyFromObject(obj), &remembered[V]{uid: obj.GetUID(), value: value})
 }
 
 // Swap remembers value for obj and returns what was stored for it before.
 func (m *Memory[V]) Swap(obj client.Object, value V) (previous V, loaded bool) {
-	v, ok := m.m.Swap(client.ObjectKeyFromObject(obj), remembered[V]{uid: obj.GetUID(), value: value})
+	v, ok := m.m.Swap(client.ObjectKeyFromObject(obj), &remembered[V]{uid: obj.GetUID(), value: value})
 	if !ok {
 		return previous, false
 	}
-	r := v.(remembered[V])
+	r := v.(*remembered[V])
 	if r.uid != obj.GetUID() {
 		return previous, false
 	}

@@ -15,9 +15,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
 
-// runnerVM is the runner template's VirtualMachine: the smallest KubeVirt
+// RunnerVM is the runner template's VirtualMachine: the smallest KubeVirt
 // accepts, from a runner image.
-const runnerVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
+const RunnerVM = `{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","spec":{"template":{"spec":{"domain":{"devices":{}},
 "volumes":[{"name":"root","containerDisk":{"image":"ghcr.io/example/runner-image:2.321.0"}}]}}}}`
 
 // Pool is one RunnerPool to make: it serves jobs labelled with its name.
@@ -40,7 +40,7 @@ func (l *Lab) Prepare(ctx context.Context, c client.Client, ns string, pools ...
 			Spec: hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt}},
 		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner"},
 			Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: "kv"},
-				KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}}}},
+				KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(RunnerVM)}}}},
 	}
 	for _, p := range pools {
 		pool := &hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: p.Name},

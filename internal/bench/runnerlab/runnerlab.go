@@ -1,9 +1,11 @@
 // Package runnerlab is what the runner benchmarks (internal/bench/runners,
-// internal/bench/githubcost) run against: one manager with the production
-// defaults of its runner flags and its webhook receiver, one kubevirtsim,
-// one githubsim delivering signed webhooks to the receiver, and stand-in
-// agents (internal/sim/runnersim) that register each runner once its VM is up
-// and power it off after its job.
+// internal/bench/githubcost) and the RunnerPool suites
+// (reconcilers/runnerpool, its poolprops) run against: one manager with its
+// webhook receiver (with the production defaults of its runner flags unless
+// Options.Manager shortens them), one kubevirtsim, one githubsim delivering
+// signed webhooks to the receiver, and stand-in agents
+// (internal/sim/runnersim) that register each runner once its VM is up and
+// power it off after its job.
 package runnerlab
 
 import (
@@ -11,12 +13,14 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -61,12 +65,26 @@ type Options struct {
 	// Wrap, if set, wraps the manager's transport to the API server (to
 	// timestamp its requests).
 	Wrap func(http.RoundTripper) http.RoundTripper
+	// Manager, if set, changes the manager's options before it is built:
+	// the suites shorten its intervals and give the pools their clock.
+	Manager func(*manager.Options)
+	// Agents, if set, changes the stand-in agents before they start (how
+	// a guest powers off, finds its user data, runs its agent); the rest of
+	// the lab is up.
+	Agents func(*Lab, *runnersim.Agents)
 }
 
 // Lab is a running lab.
 type Lab struct {
 	GitHub   *githubsim.Server
 	KubeVirt *kubevirtsim.Simulator
+	// WebhookURL is the manager's webhook receiver.
+	WebhookURL string
+
+	ctx  context.Context
+	opts manager.Options
+	cfg  *rest.Config
+	mgr  *running
 }
 
 // Start runs the lab until Stop.
@@ -119,22 +137,27 @@ func Start(ctx context.Context, o Options) (_ *Lab, stop func(), err error) {
 		cfg.Wrap(o.Wrap)
 	}
 	// manager.New gives every path the production client settings.
-	mgr, err := manager.New(cfg, manager.Options{
+	opts := manager.Options{
 		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: OperatorNamespace,
 		ObserveInterval: 30 * time.Second, FinalizationTimeout: 10 * time.Minute,
 		OrphanSweepInterval: time.Minute, OrphanGrace: 10 * time.Minute,
+		// A pool's runners are MachineClaims on a cluster through a
+		// template: those reconcilers, and nothing else, run beside it.
 		Controllers: []string{manager.ControllerHypervisorCluster, manager.ControllerHypervisorMachineTemplate,
 			manager.ControllerMachineClaim, manager.ControllerRunnerPool},
 		Runners: manager.RunnerOptions{WebhookAddr: addr, WebhookSecret: webhookSecretName, SyncInterval: syncInterval},
-	})
-	if err != nil {
+		// StartManager may build a second manager in this process.
+		SkipControllerNameValidation: true,
+	}
+	if o.Manager != nil {
+		o.Manager(&opts)
+	}
+	l := &Lab{GitHub: gh, KubeVirt: kv, WebhookURL: "http://" + addr + "/github/webhook", ctx: ctx, opts: opts, cfg: cfg}
+	if err := l.StartManager(); err != nil {
 		return nil, nil, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- mgr.Start(ctx) }()
 	stops = append(stops, func() {
-		cancel()
-		if err := <-done; err != nil {
+		if err := l.StopManager(); err != nil {
 			fmt.Fprintf(os.Stderr, "runnerlab: manager: %v\n", err)
 		}
 	})
@@ -142,6 +165,59 @@ func Start(ctx context.Context, o Options) (_ *Lab, stop func(), err error) {
 		PowerOff: func(_ context.Context, claim *hypervisorv1alpha1.MachineClaim) error {
 			return kv.GuestShutdown(claim.Namespace, claim.Status.MachineName)
 		}}
+	if o.Agents != nil {
+		o.Agents(l, agents)
+	}
 	agents.Start(ctx)
-	return &Lab{GitHub: gh, KubeVirt: kv}, stopAll, nil
+	// Waited for first (stops run last first, after the cancel): every
+	// agent's process has exited before the manager and the simulators it
+	// talks to stop.
+	stops = append(stops, agents.Wait)
+	return l, stopAll, nil
+}
+
+// Suite is the manager of the RunnerPool suites: machines observed every
+// second, a deleted pool's cleanup bounded by a minute, pools re-reading
+// GitHub every second, and their timeouts told by clk, which a test steps
+// instead of waiting a timeout out. Give it as Options.Manager.
+func Suite(clk clock.Clock) func(*manager.Options) {
+	return func(o *manager.Options) {
+		o.ObserveInterval, o.FinalizationTimeout = time.Second, time.Minute
+		o.Runners.SyncInterval, o.Runners.GitHubTimeout, o.Runners.Clock = time.Second, 5*time.Second, clk
+	}
+}
+
+// running is one run of the manager.
+type running struct {
+	cancel context.CancelFunc
+	done   chan error
+	once   sync.Once
+	err    error
+}
+
+// StartManager starts the lab's manager: once by Start, and again after
+// StopManager, on the same receiver address, as an operator restarted
+// remembering nothing of its previous run.
+func (l *Lab) StartManager() error {
+	mgr, err := manager.New(l.cfg, l.opts)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(l.ctx)
+	r := &running{cancel: cancel, done: make(chan error, 1)}
+	go func() { r.done <- mgr.Start(ctx) }()
+	l.mgr = r
+	return nil
+}
+
+// StopManager stops the manager and waits for it: its receiver has stopped
+// listening, so deliveries meanwhile fail as with an operator that is down.
+// It returns the error the manager ended with.
+func (l *Lab) StopManager() error {
+	r := l.mgr
+	r.once.Do(func() {
+		r.cancel()
+		r.err = <-r.done
+	})
+	return r.err
 }

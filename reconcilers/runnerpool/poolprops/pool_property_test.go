@@ -418,14 +418,12 @@ func (restart) NextState(st commands.State) commands.State { return st.(*model).
 func (c restart) Run(sut commands.SystemUnderTest) commands.Result {
 	s := sut.(*system)
 	s.ran(c)
-	if err := op.stop(); err != nil {
+	if err := lab.StopManager(); err != nil {
 		return s.fail("stopping the operator: %v", err)
 	}
-	next, err := startOperator(op.addr)
-	if err != nil {
+	if err := lab.StartManager(); err != nil {
 		return s.fail("starting the operator again: %v", err)
 	}
-	op = next
 	return s.look()
 }
 
