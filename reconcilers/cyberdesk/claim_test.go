@@ -34,8 +34,8 @@ func (l *lab) claimOf(desk string) *hypervisorv1alpha1.MachineClaim {
 // desk as what it is made from, and goes with the desk, taking the VM.
 func TestDeskOwnsOneClaimThatGoesWithIt(t *testing.T) {
 	l := newLab(t)
-	d := l.desk("frank", 600000)
-	d = l.waitPhase("frank", cyberdeskv1alpha1.CyberdeskRunning, time.Minute)
+	l.desk("frank", 600000)
+	d := l.waitPhase("frank", cyberdeskv1alpha1.CyberdeskRunning, time.Minute)
 	c := l.claimOf("frank")
 	if !metav1.IsControlledBy(c, d) || c.Spec.TemplateRef.Kind != "Cyberdesk" || c.Spec.TemplateRef.Name != "frank" || c.Spec.MachineName != "cyberdesk-frank" {
 		t.Fatalf("claim %s: owners %v, templateRef %+v, machineName %q", c.Name, c.OwnerReferences, c.Spec.TemplateRef, c.Spec.MachineName)
