@@ -249,6 +249,9 @@ func TestInvalidObjectsAreRefusedNamingTheField(t *testing.T) {
 		// MachineClaim
 		{"claim without template", mcBasic, []string{"spec.templateRef", "-"}, "spec.templateRef: Required value"},
 		{"claim with a bad hostname", mcBasic, []string{"spec.hostname", "Not_A_Host"}, "spec.hostname in body should match"},
+		{"claim naming a desk without its group", mcBasic, []string{"spec.templateRef", "{kind: Cyberdesk, name: d}"}, "kind Cyberdesk needs apiGroup cyberdesk.io"},
+		{"claim naming a template in the desk group", mcBasic, []string{"spec.templateRef", "{apiGroup: cyberdesk.io, name: t}"}, "kind HypervisorMachineTemplate (the default) is in apiGroup hypervisor.hyperfleet.io"},
+		{"claim naming an unknown kind", mcBasic, []string{"spec.templateRef", "{apiGroup: cyberdesk.io, kind: Pod, name: t}"}, `spec.templateRef.kind: Unsupported value: "Pod"`},
 		// RunnerPool
 		{"min above max", rpRepo, []string{"spec.minReplicas", "5", "spec.maxReplicas", "2"}, "spec.minReplicas must be less than or equal to spec.maxReplicas"},
 		{"repository without owner", rpRepo, []string{"spec.github.owner", "-"}, "spec.github.repository requires spec.github.owner"},
