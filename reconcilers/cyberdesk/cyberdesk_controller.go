@@ -50,7 +50,7 @@ type Exporter interface {
 type Reconciler struct {
 	Client client.Client
 	// APIReader reads a desk's VM once, past the cache, for the UID its
-	// status shows (the cache holds no VirtualMachines).
+	// status shows: once per desk, so no VirtualMachine informer is needed.
 	APIReader client.Reader
 	// Adopter hands a VM the Kopf operator or an earlier HyperFleet made
 	// for a desk over to the desk's claim; nil: such a VM is left to the
@@ -78,10 +78,9 @@ type Reconciler struct {
 // +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=cyberdesk.io,resources=cyberdesks/finalizers,verbs=update
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachineinstances,verbs=get;list;watch
-// +kubebuilder:rbac:groups="",resources=configmaps,verbs=get
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
+// The desk reads its VM for its UID; the VM's writes are its claim's, on
+// the operator's KubeVirt (Source), whose rules are reconcilers/hypervisors'.
+// +kubebuilder:rbac:groups=kubevirt.io,resources=virtualmachines,verbs=get
 
 // SetupWithManager registers the reconciler, its metrics and its watches:
 // the desk and its claim.
