@@ -350,6 +350,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	if hasVM(d) {
 		if counted, _ := r.counted.Swap(d, true); !counted {
 			vmDeleted.Inc()
+			operationDuration.WithLabelValues("delete").Observe(max(s.now.Sub(d.DeletionTimestamp.Time), 0).Seconds())
 			r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))
 		}
 	}
