@@ -40,7 +40,7 @@ import (
 func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRecorder, obj Object) (stop bool, result ctrl.Result, err error) {
 	failures := decodeFailures(obj)
 	if len(failures) == 0 {
-		reportedUndecodable.forget(obj.GetUID())
+		reportedUndecodable.forget(kindOf(obj), client.ObjectKeyFromObject(obj))
 		return false, ctrl.Result{}, nil
 	}
 	deleting := !obj.GetDeletionTimestamp().IsZero()
@@ -68,7 +68,7 @@ func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRec
 	}
 	_, before := conditions.ReadyMessage(patch.Before())
 	reason, after := conditions.ReadyMessage(obj)
-	if after == before || !reportedUndecodable.first(obj.GetUID(), after) {
+	if after == before || !reportedUndecodable.first(obj, after) {
 		return true, ctrl.Result{}, nil
 	}
 	rec.Eventf(obj, nil, corev1.EventTypeWarning, reason, "Decode", "%s", after)
@@ -78,44 +78,58 @@ func RefuseUndecodable(ctx context.Context, c client.Client, rec events.EventRec
 // reportedUndecodable remembers, per object, the last message its Warning
 // carried. A second reconcile that runs before the cache shows the first
 // one's status write reads the object without the condition and would
-// repeat the Warning (the upgrade test saw two). Undecodable objects are
-// few and the entry is a UID and a message; a fixed object's message
-// decodes again and is forgotten, so a later fault is reported again.
-var reportedUndecodable = &lastMessages{byUID: map[types.UID]string{}}
+// repeat the Warning (the upgrade test saw two). A fixed object's message
+// decodes again and is forgotten, so a later fault is reported again; an
+// object gone or let go of is forgotten by the Driver. It is keyed by kind
+// and name, as the Driver knows an object that is gone, and each entry
+// keeps the UID, so an object made again under the name starts afresh.
+var reportedUndecodable = &lastMessages{byObject: map[objectKey]lastMessage{}}
 
 type lastMessages struct {
-	// entries is len(byUID), readable without mu: every reconcile of every
-	// kind forgets its object, and almost never is there anything to
+	// entries is len(byObject), readable without mu: every reconcile of
+	// every kind forgets its object, and almost never is there anything to
 	// forget, so that common path must not take a lock all workers share.
-	entries atomic.Int64
-	mu      sync.Mutex
-	byUID   map[types.UID]string
+	entries  atomic.Int64
+	mu       sync.Mutex
+	byObject map[objectKey]lastMessage
 }
 
-// first records message for uid and reports whether it differs from the
-// one recorded before.
-func (l *lastMessages) first(uid types.UID, message string) bool {
+type objectKey struct {
+	kind string
+	key  types.NamespacedName
+}
+
+type lastMessage struct {
+	uid     types.UID
+	message string
+}
+
+// first records message for obj and reports whether it differs from the
+// one recorded before for this very object.
+func (l *lastMessages) first(obj client.Object, message string) bool {
+	k := objectKey{kind: kindOf(obj), key: client.ObjectKeyFromObject(obj)}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.byUID[uid] == message {
+	if e, ok := l.byObject[k]; ok && e.uid == obj.GetUID() && e.message == message {
 		return false
 	}
-	l.byUID[uid] = message
-	l.entries.Store(int64(len(l.byUID)))
+	l.byObject[k] = lastMessage{uid: obj.GetUID(), message: message}
+	l.entries.Store(int64(len(l.byObject)))
 	return true
 }
 
-// forget drops uid's entry: the object decodes. With no entry at all it
-// returns without locking; a first racing with it is a reconcile of another
-// read of the object, ordered no better by a lock.
-func (l *lastMessages) forget(uid types.UID) {
+// forget drops the entry of the kind's object named key: it decodes, or is
+// gone. With no entry at all it returns without locking; a first racing
+// with it is a reconcile of another read of the object, ordered no better
+// by a lock.
+func (l *lastMessages) forget(kind string, key types.NamespacedName) {
 	if l.entries.Load() == 0 {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.byUID, uid)
-	l.entries.Store(int64(len(l.byUID)))
+	delete(l.byObject, objectKey{kind: kind, key: key})
+	l.entries.Store(int64(len(l.byObject)))
 }
 
 // UndecodableMessage names each field that failed to decode, why, and what

@@ -134,6 +134,7 @@ func (d *Driver[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result 
 }
 
 func (d *Driver[T, S]) forget(key types.NamespacedName) {
+	reportedUndecodable.forget(kindOf(d.Kind.New()), key)
 	if d.Kind.Written != nil {
 		d.Kind.Written.Forget(key)
 	}
