@@ -66,9 +66,12 @@ type Reconciler struct {
 	FinalizationTimeout     time.Duration
 	MaxConcurrentReconciles int
 
-	// counted remembers which desks' deletion was counted on release:
-	// released desks are gone, and their status cannot say it.
-	counted skeleton.Memory[bool]
+	// counted remembers what of each desk was counted (its VM made, timed
+	// out, removed). The status transitions say when to count; this keeps
+	// a reconcile of a read the cache has not caught up with from counting
+	// the same transition twice, and counts a released desk, whose status
+	// cannot say it any more.
+	counted skeleton.Memory[counts]
 	// written keeps each desk's last written status until the cache shows
 	// it: deciding on the older status would undo it.
 	written skeleton.WrittenStatus[*cyberdeskv1alpha1.Cyberdesk]
@@ -188,3 +191,18 @@ func (r *Reconciler) driver() *skeleton.Driver[*cyberdeskv1alpha1.Cyberdesk, *sc
 }
 
 func vmName(d *cyberdeskv1alpha1.Cyberdesk) string { return VMPrefix + d.Name }
+
+// counts says which of a desk's one-time events were counted.
+type counts struct{ created, timedOut, deleted bool }
+
+// once reports whether the event of desk d that mark selects is counted
+// now for the first time, and marks it.
+func (r *Reconciler) once(d *cyberdeskv1alpha1.Cyberdesk, mark func(*counts) *bool) bool {
+	c, _ := r.counted.Load(d)
+	if *mark(&c) {
+		return false
+	}
+	*mark(&c) = true
+	r.counted.Store(d, c)
+	return true
+}

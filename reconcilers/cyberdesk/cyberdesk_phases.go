@@ -348,7 +348,7 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 			"Released after %s while MachineClaim %s still deletes VM %s; its own deadline and the orphan sweeper see to the VM", r.FinalizationTimeout, c.Name, vmName(d))
 	}
 	if hasVM(d) {
-		if counted, _ := r.counted.Swap(d, true); !counted {
+		if r.once(d, func(c *counts) *bool { return &c.deleted }) {
 			vmDeleted.Inc()
 			operationDuration.WithLabelValues("delete").Observe(max(s.now.Sub(d.DeletionTimestamp.Time), 0).Seconds())
 			r.Recorder.Eventf(d, nil, corev1.EventTypeNormal, "VMDeleted", "Delete", "VirtualMachine %s and its cloud-init Secret deleted", vmName(d))

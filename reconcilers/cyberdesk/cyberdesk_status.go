@@ -150,7 +150,7 @@ func (r *Reconciler) recordEvents(s *scope, before, after *cyberdeskv1alpha1.Cyb
 	warning := after.Status.Phase == cyberdeskv1alpha1.CyberdeskFailed ||
 		apimeta.IsStatusConditionTrue(after.Status.Conditions, meta.StalledCondition)
 	skeleton.PhaseEvent(r.Recorder, after, string(before.Status.Phase), string(after.Status.Phase), msg, warning)
-	if vmUID(before) == "" && vmUID(after) != "" {
+	if vmUID(before) == "" && vmUID(after) != "" && r.once(after, func(c *counts) *bool { return &c.created }) {
 		vmCreated.Inc()
 		operationDuration.WithLabelValues("create").Observe(s.now.Sub(after.CreationTimestamp.Time).Seconds())
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "VMCreated", "Create", "Created VirtualMachine %s from the Cyberdesk template", vmName(after))
@@ -162,7 +162,7 @@ func (r *Reconciler) recordEvents(s *scope, before, after *cyberdeskv1alpha1.Cyb
 		r, _ := conditions.ReadyMessage(d)
 		return r
 	}
-	if reason(before) != ReasonTimedOut && reason(after) == ReasonTimedOut {
+	if reason(before) != ReasonTimedOut && reason(after) == ReasonTimedOut && r.once(after, func(c *counts) *bool { return &c.timedOut }) {
 		vmTimeout.Inc()
 		if exp := after.Status.ExpiryTime; exp != nil {
 			operationDuration.WithLabelValues("timeout").Observe(max(s.now.Sub(exp.Time), 0).Seconds())
@@ -170,7 +170,7 @@ func (r *Reconciler) recordEvents(s *scope, before, after *cyberdeskv1alpha1.Cyb
 		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, ReasonTimedOut, "Timeout",
 			"Cyberdesk ran for its timeoutMs (%d); shutting down VM %s", timeoutMs(after), vmName(after))
 	}
-	if hasVM(before) && !hasVM(after) && vmUID(before) != "" {
+	if hasVM(before) && !hasVM(after) && vmUID(before) != "" && r.once(after, func(c *counts) *bool { return &c.deleted }) {
 		vmDeleted.Inc()
 	}
 	if before.Status.Phase != after.Status.Phase && after.Status.Phase == cyberdeskv1alpha1.CyberdeskStopping {

@@ -94,9 +94,9 @@ func (d *Driver[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result 
 	if stop, res, err := RefuseUndecodable(ctx, d.Client, d.Recorder, obj); stop {
 		return res, err
 	}
-	written := k.Written != nil && k.CopyStatus != nil
+	written, overlaid := k.Written != nil && k.CopyStatus != nil, false
 	if written {
-		k.Written.overlay(key, obj, k.CopyStatus)
+		overlaid = k.Written.overlay(key, obj, k.CopyStatus)
 	}
 	readRV := obj.GetResourceVersion()
 	patch := NewStatusPatch(d.Client, obj)
@@ -109,7 +109,7 @@ func (d *Driver[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result 
 			d.forget(key)
 		case patch.Concluded():
 			if written {
-				k.Written.remember(key, readRV, obj)
+				k.Written.remember(key, readRV, overlaid, obj)
 			}
 			if k.Events != nil {
 				k.Events(s, patch.Read().(T), obj, summary)
