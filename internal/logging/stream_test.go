@@ -194,7 +194,10 @@ func TestOperatorWritesOnlyJSONLines(t *testing.T) {
 	// level is checked through klog.V(6), not the logger): --log-level
 	// must reach klog.
 	log.waitFor(t, time.Minute, "response", "verb", "status")
-	// net/http's "TLS handshake error", through the standard log package.
+	// net/http's "TLS handshake error", through the standard log package,
+	// once the metrics server listens (it may start after the lease is
+	// taken: serving TLS, it makes its certificate first).
+	log.waitFor(t, time.Minute, "serving metrics server")
 	speakPlainHTTP(t, metricsAddr)
 	log.waitFor(t, 30*time.Second, "client sent an HTTP request to an HTTPS server")
 	// A kind the manager watches goes away: client-go's reflector cannot

@@ -43,7 +43,15 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 			return err
 		}
 		sources = map[schema.GroupKind]machineclaim.Source{cyberdeskv1alpha1.GroupVersion.WithKind(cyberdesk.OwnerKind).GroupKind(): desks}
-		operatorHypervisors = []orphans.OperatorHypervisor{{Name: cyberdesk.ClusterName, Provider: deskVMs, Type: hypervisorv1alpha1.ProviderKubeVirt}}
+		served, err := kubeVirtServed(mgr.GetRESTMapper())
+		if err != nil {
+			return err
+		}
+		if served {
+			// Without KubeVirt there is nothing to sweep, and a sweep would
+			// log its absence every minute; desks say it in their status.
+			operatorHypervisors = []orphans.OperatorHypervisor{{Name: cyberdesk.ClusterName, Provider: deskVMs, Type: hypervisorv1alpha1.ProviderKubeVirt}}
+		}
 	}
 	if o.runs(ControllerHypervisorCluster) {
 		if err := (&hypervisorcluster.Reconciler{
