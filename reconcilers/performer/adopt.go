@@ -9,12 +9,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -31,9 +33,22 @@ import (
 // It asks the API server (metadata only) once per Performer per process,
 // labels what lacks the label, and stops the roll until the cache shows
 // every such Pod; after one clean pass the Performer is not looked at again.
+//
+// A Performer whose status is empty is not asked about: no operator has
+// reported on it, so it is new and no Pod of the original operator's runs
+// for it (that operator reports on the Performers it makes Pods for), and
+// a Pod HyperFleet made for it before a restart carries the label, so the
+// cache shows it. A burst of new Performers thus costs no listing. Should
+// the original operator have made a Pod and stopped before reporting, its
+// Service of the same name is found when ours is created (ensureService),
+// and that sends this back to look.
 func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result, error) {
 	p := s.perf
 	if _, ok := r.adopted.Load(p); ok {
+		return skeleton.Continue(), nil
+	}
+	if apiequality.Semantic.DeepEqual(p.Status, hourglassv1alpha1.PerformerStatus{}) {
+		r.adopted.Store(p, struct{}{})
 		return skeleton.Continue(), nil
 	}
 	var live metav1.PartialObjectMetadataList
@@ -50,13 +65,11 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result
 		inCache[pod.UID] = true
 	}
 	var waiting []string
-	s.noLivePods = true
 	for i := range live.Items {
 		m := &live.Items[i]
 		if !metav1.IsControlledBy(m, p) || !m.DeletionTimestamp.IsZero() {
 			continue
 		}
-		s.noLivePods = false
 		if inCache[m.UID] {
 			continue
 		}

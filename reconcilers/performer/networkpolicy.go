@@ -162,12 +162,23 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error
 		if r.policies.isApplied(ns) {
 			return "", nil // made here; the cache does not show it yet
 		}
-		// The cache holds only the operator's; someone else's of this name
-		// is refused, not taken over (see ensureService).
+		// The cache holds only the operator's: create, which the API
+		// server refuses if the name is taken, and read past the cache
+		// only then, so someone else's is refused, not taken over (see
+		// ensureService).
+		err = serverside.Create(ctx, r.Client, FieldOwner, want)
+		if err == nil {
+			r.policies.markApplied(ns, seen)
+			return "", nil
+		}
+		if !apierrors.IsAlreadyExists(err) {
+			return "", fmt.Errorf("creating NetworkPolicy %s: %w", key, err)
+		}
 		err = r.APIReader.Get(ctx, key, have)
 	}
 	switch {
 	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("NetworkPolicy %s went while being made", key)
 	case err != nil:
 		return "", fmt.Errorf("reading NetworkPolicy %s: %w", key, err)
 	case have.Labels[meta.ManagedByLabel] != meta.ManagedByValue:
@@ -176,7 +187,7 @@ func (r *Reconciler) ensurePolicy(ctx context.Context, ns string) (string, error
 		r.policies.markApplied(ns, seen)
 		return "", nil
 	}
-	if err := serverside.Apply(ctx, r.Client, FieldOwner, want); err != nil {
+	if err := serverside.Update(ctx, r.Client, r.APIReader, FieldOwner, want, have); err != nil {
 		return "", fmt.Errorf("applying NetworkPolicy %s: %w", key, err)
 	}
 	r.policies.markApplied(ns, seen)

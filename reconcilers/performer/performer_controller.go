@@ -36,8 +36,10 @@ const DefaultPendingTimeout = 5 * time.Minute
 // Reconciler reconciles Performers.
 type Reconciler struct {
 	Client client.Client
-	// APIReader reads past the cache, to confirm no Pod exists before
-	// making one (the cache may not show a Pod made a moment ago).
+	// APIReader reads past the cache, only where the cache cannot answer:
+	// a Pod this process made that the cache does not show yet, a create
+	// refused because the name is taken, Pods of the original operator
+	// (which the cache does not hold).
 	APIReader client.Reader
 	Scheme    *runtime.Scheme
 	Recorder  events.EventRecorder
@@ -54,6 +56,9 @@ type Reconciler struct {
 	// adopted holds, per Performer, that adoptLegacy found every one of
 	// its Pods in the cache in this process.
 	adopted skeleton.Memory[struct{}]
+	// made holds, per Performer, the Pod this process made last, which the
+	// cache may not show yet (create).
+	made skeleton.Memory[madePod]
 	// written holds, per Performer, the status last written while the
 	// cache does not show it yet: Pod events trigger reconciles faster than
 	// the cache shows the Performer's own status writes.
@@ -155,10 +160,6 @@ type scope struct {
 	// adopting: Pods of this Performer the cache does not show yet (just
 	// labelled by adoptLegacy, or just made); the roll waits for them.
 	adopting string
-	// noLivePods: adoptLegacy asked the API server in this reconcile and
-	// the Performer has no live Pod, so create need not ask again (one
-	// request fewer for every new Performer).
-	noLivePods bool
 }
 
 // phases are the steps of the roll, in order: replace what is dead or
@@ -188,7 +189,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hourglassv1alpha1.Performer, *sc
 			Phases: r.phases(),
 			Status: computeStatus,
 			Events: r.recordEvents,
-			Memory: []skeleton.Forgetter{&r.adopted},
+			Memory: []skeleton.Forgetter{&r.adopted, &r.made},
 			// A Performer went, or the namespace's policy changed (its
 			// events arrive as requests named after it): the policy stays
 			// while a Performer does.

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	hourglassv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hourglass/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/reconcilers/serverside"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
@@ -217,25 +218,30 @@ func (r *Reconciler) removeTwins(ctx context.Context, pods []*corev1.Pod) error 
 	return nil
 }
 
-// create makes the desired revision's Pod. It first asks the API server
-// itself whether one exists, since the cache may not show a Pod this
-// reconciler made a moment ago; a generated name would not catch the twin.
-// adoptLegacy's live listing in the same reconcile, when it found none,
-// answers the same question.
+// madePod is a Pod create made: its revision and name.
+type madePod struct{ hash, name string }
+
+// create makes the desired revision's Pod. The cache may not show a Pod
+// this reconciler made a moment ago, and a generated name would not catch
+// the twin; but only a Pod this process made can be missing from the
+// cache (a new process fills its cache before it reconciles), so the
+// process remembers the last Pod it made per Performer. Only when that Pod
+// is of the desired revision and the cache does not show it is the API
+// server asked, for that Pod by name: a Performer's first Pod, and every
+// Pod the cache already shows, cost no read.
 func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, error) {
-	var live []*corev1.Pod
-	if !s.noLivePods {
-		var err error
-		if live, err = listOwned(ctx, r.APIReader, s.perf); err != nil {
-			return skeleton.Stop(), err
-		}
-	}
-	for _, pod := range live {
-		if pod.Labels[LabelTemplateHash] == s.hash && !isFinished(pod) {
+	if made, ok := r.made.Load(s.perf); ok && made.hash == s.hash && !listed(s, made.name) {
+		live := &corev1.Pod{}
+		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.perf.Namespace, Name: made.name}, live)
+		switch {
+		case err == nil && live.DeletionTimestamp.IsZero() && !isFinished(live):
 			// Wait for the cache to show it.
-			s.starting = pod
+			s.starting = live
 			return skeleton.StopAndRequeue(requeueWithin(time.Second)), nil
+		case err != nil && !apierrors.IsNotFound(err):
+			return skeleton.Stop(), fmt.Errorf("reading Pod %s: %w", made.name, err)
 		}
+		// Gone, going or finished: a replacement is due.
 	}
 	pod := s.desired.DeepCopy()
 	if err := controllerutil.SetControllerReference(s.perf, pod, r.Scheme); err != nil {
@@ -259,8 +265,21 @@ func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, err
 		r.Recorder.Eventf(s.perf, pod, corev1.EventTypeNormal, EventPodCreated, "Create",
 			"Created Pod %s running %s", pod.Name, pod.Spec.Containers[0].Image)
 	}
+	r.made.Store(s.perf, madePod{hash: s.hash, name: pod.Name})
 	s.current = pod
 	return skeleton.Continue(), nil
+}
+
+// listed: the cache showed the Pod named name in this reconcile, alive.
+func listed(s *scope, name string) bool {
+	for _, pods := range [][]*corev1.Pod{s.currents, s.old} {
+		for _, pod := range pods {
+			if pod.Name == name {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (r *Reconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
@@ -333,21 +352,44 @@ func pickServing(pods []*corev1.Pod, routed string) *corev1.Pod {
 	return best
 }
 
-// ensureService makes the Service route to the revision hash. It applies
+// ensureService makes the Service route to the revision hash. It writes
 // only when something differs, so a Pod's every status change does not
 // cost a write.
+//
+// The cache holds only Services labelled as the operator's: someone else's
+// Service of this name, or the original Hourglass operator's, is invisible
+// to it. When the cache shows none, the Service is created, not applied:
+// the API server refuses a create whose name is taken, changing nothing, so
+// the common case (the name is free) costs no read, and an apply, which
+// would take over whatever has the name, never meets a Service that is not
+// ours. Only when the create conflicts is the Service read past the cache:
+// someone else's is refused, the original operator's adopted (the apply
+// adds the label), and one of ours the cache does not show yet (made a
+// moment ago) brought up to date.
 func (r *Reconciler) ensureService(ctx context.Context, s *scope, hash string) error {
 	p := s.perf
+	want, err := r.desiredService(p, hash)
+	if err != nil {
+		return err
+	}
 	existing := &corev1.Service{}
-	key := client.ObjectKey{Namespace: p.Namespace, Name: ServiceName(p.Name)}
-	err := r.Client.Get(ctx, key, existing)
+	key := client.ObjectKeyFromObject(want)
+	err = r.Client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
-		// The cache holds only Services labelled as the operator's: someone
-		// else's Service of this name, or the original Hourglass operator's,
-		// is invisible to it. Ask the API server before applying, so the
-		// first is refused rather than taken over, and the second adopted
-		// (the apply adds the label). Only on the way to a create.
+		err = serverside.Create(ctx, r.Client, FieldOwner, want)
+		if !apierrors.IsAlreadyExists(err) {
+			if err != nil {
+				return fmt.Errorf("creating the Service: %w", err)
+			}
+			return nil
+		}
 		err = r.APIReader.Get(ctx, key, existing)
+		if err == nil && metav1.IsControlledBy(existing, p) && existing.Labels[meta.ManagedByLabel] != meta.ManagedByValue {
+			// The original operator's Service of this Performer: its
+			// Pods may be as invisible to the cache, so adoptLegacy
+			// looks for them again on the next reconcile.
+			r.adopted.Forget(client.ObjectKeyFromObject(p))
+		}
 	}
 	switch {
 	case apierrors.IsNotFound(err):
@@ -358,14 +400,14 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope, hash string) e
 		return &specError{reason: ReasonServiceConflict, message: fmt.Sprintf(
 			"Service %s exists and is not managed by this Performer: delete or rename it so the operator can make its own", existing.Name)}
 	}
-	want, err := r.desiredService(p, hash)
-	if err != nil {
-		return err
-	}
 	if existing != nil && serviceUpToDate(existing, want) {
 		return nil
 	}
-	if err := serverside.Apply(ctx, r.Client, FieldOwner, want); err != nil {
+	if existing == nil {
+		// Gone between the create and the read: make it again next time.
+		return fmt.Errorf("the Service %s went while being made", key.Name)
+	}
+	if err := serverside.Update(ctx, r.Client, r.APIReader, FieldOwner, want, existing); err != nil {
 		return fmt.Errorf("applying the Service: %w", err)
 	}
 	return nil

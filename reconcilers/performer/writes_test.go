@@ -1,6 +1,7 @@
 package performer_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
@@ -73,6 +75,46 @@ func (w *writeCounter) bodies(ns string) string {
 	return strings.Join(w.detail[ns], "\n")
 }
 
+// reads counts the reads the reconciler sends past the cache (its
+// APIReader), by namespace.
+var reads = &readCounter{byNamespace: map[string][]string{}}
+
+type readCounter struct {
+	mu          sync.Mutex
+	byNamespace map[string][]string
+}
+
+func (c *readCounter) wrap(r client.Reader) client.Reader { return countingReader{Reader: r, count: c} }
+
+func (c *readCounter) add(ns, what string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.byNamespace[ns] = append(c.byNamespace[ns], what)
+}
+
+// in is what was read in ns so far: "GET *v1.Service performer-x" and so on.
+func (c *readCounter) in(ns string) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]string(nil), c.byNamespace[ns]...)
+}
+
+type countingReader struct {
+	client.Reader
+	count *readCounter
+}
+
+func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.count.add(key.Namespace, fmt.Sprintf("GET %T %s", obj, key.Name))
+	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+func (r countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	o := (&client.ListOptions{}).ApplyOptions(opts)
+	r.count.add(o.Namespace, fmt.Sprintf("LIST %T", list))
+	return r.Reader.List(ctx, list, opts...)
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
@@ -127,15 +169,20 @@ func performerMetric(t *testing.T, name string) float64 {
 // Ready; the first Performer of a namespace also makes the namespace's
 // NetworkPolicy (one for all of them). The steps between (the Pod bound, waiting for its kubelet) and a
 // reconcile with nothing new write nothing, and neither does a first start
-// as an event.
+// as an event. Nor does it cost a read past the cache: the Pod, the Service
+// and the policy are created, which the API server refuses for a name
+// already taken, so no read is needed to keep off someone else's.
 func TestWritesPerPerformer(t *testing.T) {
 	e := newEnv(t)
 	e.performer("counted", hold)
 	pod := e.waitPod("counted", 20*time.Second, func(p corev1.Pod) bool { return p.Spec.NodeName != "" })
 	e.settle(pod.Name)
-	served := []string{"POST pods", "PATCH networkpolicies/hourglass-performers", "PATCH services/performer-counted", "PATCH performers/counted/status"}
+	served := []string{"POST pods", "POST networkpolicies", "POST services", "PATCH performers/counted/status"}
 	if got := writes.in(e.ns); !sameWrites(got, served) {
 		t.Errorf("writes until served (the Pod bound, not started) = %q, want %q", got, served)
+	}
+	if got := reads.in(e.ns); len(got) > 0 {
+		t.Errorf("reads past the cache until served = %q, want none", got)
 	}
 
 	e.release(pod.Name)
@@ -144,6 +191,9 @@ func TestWritesPerPerformer(t *testing.T) {
 	ready := append(served, "PATCH performers/counted/status")
 	if got := writes.in(e.ns); !sameWrites(got, ready) {
 		t.Errorf("writes until Ready = %q, want %q", got, ready)
+	}
+	if got := reads.in(e.ns); len(got) > 0 {
+		t.Errorf("reads past the cache until Ready = %q, want none", got)
 	}
 
 	// Idle: reconciles with nothing new write nothing.
@@ -158,7 +208,7 @@ func TestWritesPerPerformer(t *testing.T) {
 	e.performer("next", hold)
 	next := e.waitPod("next", 20*time.Second, func(p corev1.Pod) bool { return p.Spec.NodeName != "" })
 	e.settle(next.Name)
-	nextServed := []string{"POST pods", "PATCH services/performer-next", "PATCH performers/next/status"}
+	nextServed := []string{"POST pods", "POST services", "PATCH performers/next/status"}
 	if got := writes.in(e.ns)[len(ready):]; !sameWrites(got, nextServed) {
 		t.Errorf("the second Performer's writes until served = %q, want %q", got, nextServed)
 	}
@@ -167,6 +217,9 @@ func TestWritesPerPerformer(t *testing.T) {
 	e.settle(next.Name)
 	if got := writes.in(e.ns)[len(ready):]; !sameWrites(got, append(nextServed, "PATCH performers/next/status")) {
 		t.Errorf("the second Performer's writes until Ready = %q", got)
+	}
+	if got := reads.in(e.ns); len(got) > 0 {
+		t.Errorf("reads past the cache until the second Performer is Ready = %q, want none", got)
 	}
 	if t.Failed() {
 		t.Logf("the writes:\n%s", writes.bodies(e.ns))

@@ -8,8 +8,15 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/csaupgrade"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
+
+// createdAnnotation marks an object made by Create whose fields are not yet
+// owned by an apply (see Create).
+const createdAnnotation = "hyperfleet.io/created-before-apply"
 
 // Apply server-side-applies obj (TypeMeta set) as fieldOwner and reads the
 // result back into obj. Server-side apply leaves the fields others own
@@ -31,6 +38,74 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, obj client.O
 	}
 	// Leave the server's answer (status, defaults, generation) in obj.
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(applied.Object, obj)
+}
+
+// Create makes obj (TypeMeta set) as fieldOwner, and fails with
+// AlreadyExists, changing nothing, if its name is taken. A create is the
+// one write the API server refuses for an existing object, so it checks
+// that the name is free without a read: a reconciler whose cache shows no
+// object of the name creates first, and reads past the cache only when the
+// create conflicts (someone else's object, or one of ours the cache does
+// not show). An apply could not do this: it takes over whatever has the
+// name.
+//
+// A create's fields belong to an update entry, which a later apply does
+// not release: a field that apply stops setting would stay. So the object
+// carries createdAnnotation until Update hands its fields to the apply's
+// manager, on its first change.
+func Create(ctx context.Context, c client.Client, fieldOwner string, obj client.Object) error {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return fmt.Errorf("converting %T for create: %w", obj, err)
+	}
+	delete(u, "status")
+	// The fields an apply of the same object would set, no more.
+	pruneEmpty(u)
+	created := &unstructured.Unstructured{Object: u}
+	annotations := created.GetAnnotations()
+	if annotations == nil {
+		annotations = map[string]string{}
+	}
+	annotations[createdAnnotation] = "true"
+	created.SetAnnotations(annotations)
+	if err := c.Create(ctx, created, client.FieldOwner(fieldOwner)); err != nil {
+		return err
+	}
+	return runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, obj)
+}
+
+// Update applies want over existing, an object of ours (from the cache).
+// One made by Create first has its fields handed from the create's entry
+// to the apply's (reading it past the cache, as the cache holds no
+// managedFields): once per object, on its first change. The apply then
+// drops createdAnnotation, which it does not set.
+func Update(ctx context.Context, c client.Client, reader client.Reader, fieldOwner string, want, existing client.Object) error {
+	if _, ok := existing.GetAnnotations()[createdAnnotation]; ok {
+		if err := upgrade(ctx, c, reader, fieldOwner, existing); err != nil {
+			return err
+		}
+	}
+	return Apply(ctx, c, fieldOwner, want)
+}
+
+func upgrade(ctx context.Context, c client.Client, reader client.Reader, fieldOwner string, existing client.Object) error {
+	live, ok := existing.DeepCopyObject().(client.Object)
+	if !ok {
+		return fmt.Errorf("copying %T", existing)
+	}
+	if err := reader.Get(ctx, client.ObjectKeyFromObject(existing), live); err != nil {
+		return fmt.Errorf("reading %s to hand its fields to the apply: %w", existing.GetName(), err)
+	}
+	patch, err := csaupgrade.UpgradeManagedFieldsPatch(live, sets.New(fieldOwner), fieldOwner)
+	if err != nil || patch == nil {
+		return err
+	}
+	// The patch tests the resourceVersion: a stale read fails, and the
+	// next reconcile tries again.
+	if err := c.Patch(ctx, live, client.RawPatch(types.JSONPatchType, patch)); err != nil {
+		return fmt.Errorf("handing the fields of %s to the apply: %w", existing.GetName(), err)
+	}
+	return nil
 }
 
 // pruneEmpty drops nulls, empty maps and empty lists, recursively.
