@@ -127,28 +127,41 @@ func (r *Reconciler) selectedPerformers(ctx context.Context, e *hourglassv1alpha
 
 // ensureOwned applies want, owned by e, unless an object of that name
 // exists that e does not control. The applied result is left in want.
+//
+// The cache holds only objects labelled as the operator's: someone else's
+// object of this name, or one the original Hourglass operator made, is
+// invisible to it. When the cache shows none, want is created, not
+// applied: the API server refuses a create whose name is taken, changing
+// nothing, so a new executor costs no read, and an apply, which would take
+// over whatever has the name, never meets an object that is not ours.
+// Only when the create conflicts is the object read past the cache:
+// someone else's is refused, the original operator's adopted (the apply
+// adds the label), and one of ours the cache does not show yet brought up
+// to date.
 func (r *Reconciler) ensureOwned(ctx context.Context, e *hourglassv1alpha1.HourglassExecutor, want, existing client.Object) error {
-	err := r.Client.Get(ctx, client.ObjectKeyFromObject(want), existing)
+	if err := controllerutil.SetControllerReference(e, want, r.Scheme); err != nil {
+		return err
+	}
+	key := client.ObjectKeyFromObject(want)
+	err := r.Client.Get(ctx, key, existing)
 	if apierrors.IsNotFound(err) {
-		// The cache holds only objects labelled as the operator's: someone
-		// else's object of this name, or one the original Hourglass operator
-		// made, is invisible to it. Ask the API server before applying, so
-		// the first is refused rather than taken over, and the second is
-		// adopted (the apply adds the label). Only on the way to a create.
-		err = r.APIReader.Get(ctx, client.ObjectKeyFromObject(want), existing)
+		err = serverside.Create(ctx, r.Client, fieldOwner, want)
+		if !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		err = r.APIReader.Get(ctx, key, existing)
+		if apierrors.IsNotFound(err) {
+			return fmt.Errorf("%s %s went while being made", want.GetObjectKind().GroupVersionKind().Kind, want.GetName())
+		}
 	}
 	switch {
-	case apierrors.IsNotFound(err):
 	case err != nil:
 		return err
 	case !metav1.IsControlledBy(existing, e):
 		return &conflictError{message: fmt.Sprintf("%s %s exists and is not managed by this HourglassExecutor: delete or rename it so the operator can make its own",
 			want.GetObjectKind().GroupVersionKind().Kind, want.GetName())}
 	}
-	if err := controllerutil.SetControllerReference(e, want, r.Scheme); err != nil {
-		return err
-	}
-	return serverside.Apply(ctx, r.Client, fieldOwner, want)
+	return serverside.Update(ctx, r.Client, r.APIReader, fieldOwner, want, existing)
 }
 
 // secretRetry waits a quarter of the time the executor has been waiting for

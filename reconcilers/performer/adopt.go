@@ -2,6 +2,7 @@ package performer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"sort"
@@ -38,17 +39,21 @@ import (
 // reported on it, so it is new and no Pod of the original operator's runs
 // for it (that operator reports on the Performers it makes Pods for), and
 // a Pod HyperFleet made for it before a restart carries the label, so the
-// cache shows it. A burst of new Performers thus costs no listing. Should
-// the original operator have made a Pod and stopped before reporting, its
+// cache shows it. A burst of new Performers thus costs no listing. That
+// is a presumption, not a look, and is remembered as one: a Performer of
+// the original operator's may have lost its status (restored from a backup
+// without it, or made and left before that operator first reported). Its
 // Service of the same name is found when ours is created (ensureService),
-// and that sends this back to look.
+// which then leaves the Service as it is and sends this back to look
+// (adoptMustList) before anything is routed.
 func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result, error) {
 	p := s.perf
-	if _, ok := r.adopted.Load(p); ok {
+	how, ok := r.adopted.Load(p)
+	if ok && how != adoptMustList {
 		return skeleton.Continue(), nil
 	}
-	if apiequality.Semantic.DeepEqual(p.Status, hourglassv1alpha1.PerformerStatus{}) {
-		r.adopted.Store(p, struct{}{})
+	if !ok && apiequality.Semantic.DeepEqual(p.Status, hourglassv1alpha1.PerformerStatus{}) {
+		r.adopted.Store(p, adoptPresumed)
 		return skeleton.Continue(), nil
 	}
 	var live metav1.PartialObjectMetadataList
@@ -95,6 +100,26 @@ func (r *Reconciler) adoptLegacy(ctx context.Context, s *scope) (skeleton.Result
 		s.adopting = strings.Join(waiting, ", ")
 		return skeleton.StopAndRequeue(time.Second), nil
 	}
-	r.adopted.Store(p, struct{}{})
+	r.adopted.Store(p, adoptListed)
 	return skeleton.Continue(), nil
 }
+
+// adoption is how adoptLegacy settled a Performer in this process.
+type adoption int
+
+const (
+	// adoptPresumed: the Performer's status was empty, so no listing was
+	// made (see adoptLegacy).
+	adoptPresumed adoption = iota + 1
+	// adoptListed: the API server was asked and every Pod it listed is in
+	// the cache.
+	adoptListed
+	// adoptMustList: presumed, and then the original operator's Service
+	// was found (ensureService): list, whatever the status says.
+	adoptMustList
+)
+
+// errLookForOriginal: the original operator's Service was found for a
+// Performer adoptLegacy only presumed had nothing of that operator's; the
+// reconcile stops, and the next one lists its Pods before routing.
+var errLookForOriginal = errors.New("the original operator's Service found: looking for its Pods first")

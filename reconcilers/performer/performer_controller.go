@@ -54,8 +54,9 @@ type Reconciler struct {
 	MaxConcurrentReconciles int
 
 	// adopted holds, per Performer, that adoptLegacy found every one of
-	// its Pods in the cache in this process.
-	adopted skeleton.Memory[struct{}]
+	// its Pods in the cache in this process, or presumed it had no Pod of
+	// the original operator's (adoption).
+	adopted skeleton.Memory[adoption]
 	// made holds, per Performer, the Pod this process made last, which the
 	// cache may not show yet (create).
 	made skeleton.Memory[madePod]

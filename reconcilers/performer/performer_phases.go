@@ -83,6 +83,9 @@ func (r *Reconciler) routeService(ctx context.Context, s *scope) (skeleton.Resul
 	routeTo, serving, keep := chooseRoute(s.current, s.old, previousHash, s.hash)
 	s.serving, s.keep = serving, keep
 	if err := r.ensureService(ctx, s, routeTo); err != nil {
+		if errors.Is(err, errLookForOriginal) {
+			return skeleton.StopAndRequeue(time.Millisecond), nil
+		}
 		var se *specError
 		if errors.As(err, &se) {
 			s.serviceConflict = se
@@ -222,15 +225,25 @@ func (r *Reconciler) removeTwins(ctx context.Context, pods []*corev1.Pod) error 
 type madePod struct{ hash, name string }
 
 // create makes the desired revision's Pod. The cache may not show a Pod
-// this reconciler made a moment ago, and a generated name would not catch
-// the twin; but only a Pod this process made can be missing from the
-// cache (a new process fills its cache before it reconciles), so the
-// process remembers the last Pod it made per Performer. Only when that Pod
-// is of the desired revision and the cache does not show it is the API
-// server asked, for that Pod by name: a Performer's first Pod, and every
-// Pod the cache already shows, cost no read.
+// this reconciler made a moment ago; but only a Pod this process made can
+// be missing from the cache for long (a new process fills its cache
+// before it reconciles), so the process remembers the last Pod it made per
+// Performer. Only when that Pod is of the desired revision and the cache
+// does not show it is the API server asked, for that Pod by name: a
+// Performer's first Pod, and every Pod the cache already shows, cost no
+// read.
+//
+// A Pod an earlier leader made just before it handed over is the
+// exception: the new leader's cache may not show it yet, and it remembers
+// nothing of it. So the first Pod of a revision has a fixed name,
+// firstPodName: the API server refuses a second create of it, and only
+// then is it read. A replacement has a generated name, so it can start
+// while the Pod it replaces is still terminating (on a lost node, for
+// ever).
 func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, error) {
-	if made, ok := r.made.Load(s.perf); ok && made.hash == s.hash && !listed(s, made.name) {
+	made, madeOne := r.made.Load(s.perf)
+	madeOne = madeOne && made.hash == s.hash
+	if madeOne && !listed(s, made.name) {
 		live := &corev1.Pod{}
 		err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.perf.Namespace, Name: made.name}, live)
 		switch {
@@ -244,10 +257,28 @@ func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, err
 		// Gone, going or finished: a replacement is due.
 	}
 	pod := s.desired.DeepCopy()
+	if len(s.currents) == 0 && !madeOne {
+		// No Pod of this revision seen or made here: its first.
+		pod.Name, pod.GenerateName = firstPodName(s.perf, s.hash), ""
+	}
+	return r.makePod(ctx, s, pod)
+}
+
+// firstPodName names the first Pod of a revision: performer-<name>-<hash>.
+// Generated names (a replacement's) add a suffix, so never clash with it.
+func firstPodName(p *hourglassv1alpha1.Performer, hash string) string {
+	return fmt.Sprintf("%s-%s", ServiceName(p.Name), hash)
+}
+
+// makePod creates pod, the desired revision's.
+func (r *Reconciler) makePod(ctx context.Context, s *scope, pod *corev1.Pod) (skeleton.Result, error) {
 	if err := controllerutil.SetControllerReference(s.perf, pod, r.Scheme); err != nil {
 		return skeleton.Stop(), err
 	}
 	if err := r.Client.Create(ctx, pod); err != nil {
+		if apierrors.IsAlreadyExists(err) && pod.Name != "" {
+			return r.nameTaken(ctx, s, pod.Name)
+		}
 		if apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err) {
 			// Admission refused it: a missing RuntimeClass, a quota, a
 			// policy. Someone must act; look again now and then, since the
@@ -268,6 +299,48 @@ func (r *Reconciler) create(ctx context.Context, s *scope) (skeleton.Result, err
 	r.made.Store(s.perf, madePod{hash: s.hash, name: pod.Name})
 	s.current = pod
 	return skeleton.Continue(), nil
+}
+
+// nameTaken settles a first Pod's create the API server refused because
+// the name is taken; only now is the API server read. Someone else's Pod
+// of the name is refused, not taken over: the Performer is Stalled until
+// it is deleted or renamed. One of this Performer's that lives (an earlier
+// leader's, which the cache does not show yet) is waited for, not
+// doubled. One of its own that finished or is going was this revision's
+// first Pod; a replacement of it may live that the cache does not show
+// either, so the Performer's Pods are listed (only on this rare way), and
+// without a live one a replacement is made under a generated name.
+func (r *Reconciler) nameTaken(ctx context.Context, s *scope, name string) (skeleton.Result, error) {
+	live := &corev1.Pod{}
+	err := r.APIReader.Get(ctx, client.ObjectKey{Namespace: s.perf.Namespace, Name: name}, live)
+	switch {
+	case apierrors.IsNotFound(err):
+		// Went in between: make it on the next look.
+		return skeleton.StopAndRequeue(requeueWithin(time.Second)), nil
+	case err != nil:
+		return skeleton.Stop(), fmt.Errorf("reading Pod %s: %w", name, err)
+	case !metav1.IsControlledBy(live, s.perf):
+		s.serviceConflict = &specError{reason: ReasonObjectConflict, message: fmt.Sprintf(
+			"Pod %s exists and is not managed by this Performer: delete or rename it so the operator can make its own", name)}
+		s.serving = pickServing(s.old, r.servingHash(ctx, s.perf))
+		return skeleton.StopAndRequeue(time.Minute), nil
+	case live.DeletionTimestamp.IsZero() && !isFinished(live):
+		r.made.Store(s.perf, madePod{hash: s.hash, name: name})
+		s.starting = live
+		return skeleton.StopAndRequeue(requeueWithin(time.Second)), nil
+	}
+	pods, err := listOwned(ctx, r.APIReader, s.perf)
+	if err != nil {
+		return skeleton.Stop(), err
+	}
+	for _, pod := range pods {
+		if pod.Labels[LabelTemplateHash] == s.hash && !isFinished(pod) {
+			r.made.Store(s.perf, madePod{hash: s.hash, name: pod.Name})
+			s.starting = pod
+			return skeleton.StopAndRequeue(requeueWithin(time.Second)), nil
+		}
+	}
+	return r.makePod(ctx, s, s.desired.DeepCopy())
 }
 
 // listed: the cache showed the Pod named name in this reconcile, alive.
@@ -386,9 +459,14 @@ func (r *Reconciler) ensureService(ctx context.Context, s *scope, hash string) e
 		err = r.APIReader.Get(ctx, key, existing)
 		if err == nil && metav1.IsControlledBy(existing, p) && existing.Labels[meta.ManagedByLabel] != meta.ManagedByValue {
 			// The original operator's Service of this Performer: its
-			// Pods may be as invisible to the cache, so adoptLegacy
-			// looks for them again on the next reconcile.
-			r.adopted.Forget(client.ObjectKeyFromObject(p))
+			// Pods may be as invisible to the cache. Unless adoptLegacy
+			// looked for them, route nothing yet (the Service would move
+			// off a Pod of that operator's that still serves): it looks
+			// on the next reconcile.
+			if how, _ := r.adopted.Load(p); how != adoptListed {
+				r.adopted.Store(p, adoptMustList)
+				return errLookForOriginal
+			}
 		}
 	}
 	switch {

@@ -93,7 +93,8 @@ func desiredPod(p *hourglassv1alpha1.Performer, table Placement) (*corev1.Pod, s
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{
 			// Generated names let a replacement start while the Pod it
-			// replaces is still terminating (on a lost node, for ever).
+			// replaces is still terminating (on a lost node, for ever);
+			// create gives a revision's first Pod a fixed name instead.
 			GenerateName: fmt.Sprintf("%s-%s-", ServiceName(p.Name), hash),
 			Namespace:    p.Namespace,
 			Labels:       labels,

@@ -4,6 +4,9 @@ package serverside
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -47,26 +50,25 @@ func Apply(ctx context.Context, c client.Client, fieldOwner string, obj client.O
 // object of the name creates first, and reads past the cache only when the
 // create conflicts (someone else's object, or one of ours the cache does
 // not show). An apply could not do this: it takes over whatever has the
-// name.
+// name, and an apply that names a UID, which would refuse an object of
+// someone else's, refuses to create one too.
 //
 // A create's fields belong to an update entry, which a later apply does
 // not release: a field that apply stops setting would stay. So the object
-// carries createdAnnotation until Update hands its fields to the apply's
-// manager, on its first change.
+// carries createdAnnotation, whose value is the digest of what was
+// created, until Update hands its fields to the apply's manager, on the
+// first change.
 func Create(ctx context.Context, c client.Client, fieldOwner string, obj client.Object) error {
-	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	u, digest, err := content(obj)
 	if err != nil {
-		return fmt.Errorf("converting %T for create: %w", obj, err)
+		return err
 	}
-	delete(u, "status")
-	// The fields an apply of the same object would set, no more.
-	pruneEmpty(u)
 	created := &unstructured.Unstructured{Object: u}
 	annotations := created.GetAnnotations()
 	if annotations == nil {
 		annotations = map[string]string{}
 	}
-	annotations[createdAnnotation] = "true"
+	annotations[createdAnnotation] = digest
 	created.SetAnnotations(annotations)
 	if err := c.Create(ctx, created, client.FieldOwner(fieldOwner)); err != nil {
 		return err
@@ -74,15 +76,41 @@ func Create(ctx context.Context, c client.Client, fieldOwner string, obj client.
 	return runtime.DefaultUnstructuredConverter.FromUnstructured(created.Object, obj)
 }
 
+// content is what Create or Apply sends for obj: the fields an apply of
+// it sets, no more, and their digest.
+func content(obj client.Object) (map[string]any, string, error) {
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, "", fmt.Errorf("converting %T: %w", obj, err)
+	}
+	delete(u, "status")
+	pruneEmpty(u)
+	data, err := json.Marshal(u) // map keys in order: the same content, the same bytes
+	if err != nil {
+		return nil, "", fmt.Errorf("encoding %T: %w", obj, err)
+	}
+	sum := sha256.Sum256(data)
+	return u, hex.EncodeToString(sum[:8]), nil
+}
+
 // Update applies want over existing, an object of ours (from the cache).
-// One made by Create first has its fields handed from the create's entry
-// to the apply's (reading it past the cache, as the cache holds no
-// managedFields): once per object, on its first change. The apply then
-// drops createdAnnotation, which it does not set.
+// One made by Create whose content has changed since first has its fields
+// handed from the create's entry to the apply's (reading it past the
+// cache, as the cache holds no managedFields): once per object, on its
+// first change, and only then, so a reconciler that applies on every look
+// reads nothing while nothing changes. The apply then drops
+// createdAnnotation, which it does not set. Until then the apply and the
+// create's entry share the fields, which stay as created.
 func Update(ctx context.Context, c client.Client, reader client.Reader, fieldOwner string, want, existing client.Object) error {
-	if _, ok := existing.GetAnnotations()[createdAnnotation]; ok {
-		if err := upgrade(ctx, c, reader, fieldOwner, existing); err != nil {
+	if created, ok := existing.GetAnnotations()[createdAnnotation]; ok {
+		_, digest, err := content(want)
+		if err != nil {
 			return err
+		}
+		if digest != created {
+			if err := upgrade(ctx, c, reader, fieldOwner, existing); err != nil {
+				return err
+			}
 		}
 	}
 	return Apply(ctx, c, fieldOwner, want)
