@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"time"
 )
@@ -11,7 +12,10 @@ import (
 // request is one audit event of the operator's: what it asked of the API
 // server and when.
 type request struct {
-	Verb     string    `json:"verb"`
+	Verb string `json:"verb"`
+	// URI is the request's path and query: a read's query tells an
+	// informer's from a direct one (readClass).
+	URI      string    `json:"requestURI"`
 	Received time.Time `json:"requestReceivedTimestamp"`
 	Object   struct {
 		Resource    string `json:"resource"`
@@ -32,6 +36,73 @@ func (r request) write() bool {
 		return true
 	}
 	return false
+}
+
+// Classes of a read (readClass).
+const (
+	// readWatch: a watch, which keeps an informer's cache current.
+	readWatch = "watch"
+	// readInformerList: an informer's list, which fills its cache.
+	readInformerList = "informer list"
+	// readDirect: a read past the cache, answered from etcd.
+	readDirect = "direct"
+)
+
+// readClass tells what kind of read a request is, "" for a write or a
+// request about no object (discovery: /api, /apis, /version).
+//
+//   - readWatch: verb watch (a list with watch=true is logged so). The
+//     informers behind the operator's cache open these.
+//   - readInformerList: a list that names a resourceVersion, or asks for
+//     initial events. client-go's reflector, behind every informer, lists
+//     with resourceVersion=0 (or the last version it saw) and so is served
+//     from the API server's watch cache; a streaming list is a watch with
+//     sendInitialEvents.
+//   - readDirect: any other get or list. A read through the manager's
+//     APIReader, or any client without a cache, names no resourceVersion,
+//     asking for the latest: a quorum read of etcd, one per request. These
+//     are what the operator pays per object; the issue wants none on a
+//     Performer's way to Ready.
+func (r request) readClass() string {
+	if r.Object.Resource == "" {
+		return ""
+	}
+	switch r.Verb {
+	case "watch":
+		return readWatch
+	case "get", "list":
+	default:
+		return ""
+	}
+	u, err := url.Parse(r.URI)
+	if err != nil {
+		return readDirect
+	}
+	q := u.Query()
+	if r.Verb == "list" && (q.Has("resourceVersion") || q.Has("sendInitialEvents")) {
+		return readInformerList
+	}
+	return readDirect
+}
+
+// reads counts the reads received in [from, to) by class, and the direct
+// ones by verb and resource ("get services").
+func reads(reqs []request, from, to time.Time) (byClass, direct map[string]int) {
+	byClass, direct = map[string]int{}, map[string]int{}
+	for _, r := range reqs {
+		if r.Received.Before(from) || !r.Received.Before(to) {
+			continue
+		}
+		class := r.readClass()
+		if class == "" {
+			continue
+		}
+		byClass[class]++
+		if class == readDirect {
+			direct[r.kind()]++
+		}
+	}
+	return byClass, direct
 }
 
 // kind is the request's verb and resource, e.g. "patch performers/status".

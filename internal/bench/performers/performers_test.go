@@ -92,6 +92,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	go bench.Follow(ctx, c, &hourglassv1alpha1.PerformerList{}, "bench", func(o any, at time.Time) { t.onPerformer(o.(*hourglassv1alpha1.Performer), at) }, nil)
 	time.Sleep(time.Second) // the watches open; nothing exists in the namespace yet
 	cpuBefore := mustCPU(b, op)
+	apiBefore := mustAPIServerCPU(b)
 	load := loadavg()
 	machine0 := mustMachine(b)
 
@@ -111,10 +112,12 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	machineReady := mustMachine(b)
 	readyAt := time.Now()
 	cpuReady := mustCPU(b, op) - cpuBefore
+	apiReady := mustAPIServerCPU(b) - apiBefore
 
 	time.Sleep(idle) // the idle window: a reading of what the operator does with nothing to do
 	op.alive(b)
 	cpuIdle := mustCPU(b, op) - cpuBefore - cpuReady
+	apiIdle := mustAPIServerCPU(b) - apiBefore - apiReady
 	peak := op.PeakRSS()
 	end := time.Now()
 
@@ -128,6 +131,8 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	_, idleWrites, idleKinds := between(reqs, readyAt, end)
 	_, _, readyKinds := between(reqs, t.start, readyAt)
 	perServed, perReady := writesPerPerformer(t, reqs)
+	readsReady, directReady := reads(reqs, t.start, readyAt)
+	readsIdle, directIdle := reads(reqs, readyAt, end)
 
 	report(b, figures{
 		n: n, workers: workers, idle: idle, load: load, created: created, served: served, podsReady: podsReady, ready: ready,
@@ -138,12 +143,14 @@ func performers(b *testing.B, n int, idle time.Duration) {
 		writers: writersBetween(everyone, t.start, readyAt),
 		peakMiB: float64(peak) / (1 << 20), cpuReady: cpuReady, cpuIdle: cpuIdle,
 		toServed: machineServed.Since(machine0), servedToReady: machineReady.Since(machineServed),
+		readsReady: readsReady, directReady: directReady, readsIdle: readsIdle, directIdle: directIdle,
+		apiReady: apiReady, apiIdle: apiIdle,
 	})
 }
 
 // performerName finds the Performer a request was about from the object's
 // name (Performer p00042, Service performer-p00042, Pod
-// performer-p00042-<hash>-<x>, Event p00042.<x>).
+// performer-p00042-<hash> or performer-p00042-<hash>-<x>, Event p00042.<x>).
 var performerName = regexp.MustCompile(`p\d{5}`)
 
 // writesPerPerformer attributes the operator's writes to the Performer
@@ -226,6 +233,13 @@ type figures struct {
 	// toServed and servedToReady are where the machine's cores went in
 	// each stretch: the reading that says what bounds the times.
 	toServed, servedToReady proc.Usage
+	// readsReady and readsIdle count the operator's reads by class
+	// (readClass), to Ready and while idle; directReady and directIdle
+	// the direct ones by verb and resource.
+	readsReady, directReady, readsIdle, directIdle map[string]int
+	// apiReady and apiIdle are the CPU time of the benchmark's
+	// kube-apiserver, to Ready and while idle.
+	apiReady, apiIdle time.Duration
 }
 
 // hourglass is the Hourglass original's time to all served and all Ready,
@@ -260,12 +274,27 @@ func report(b *testing.B, f figures) {
 	_, _ = fmt.Fprintf(w, "Performer Ready p50 / p99\t%s / %s\t\n", s(f.readyP50), s(f.readyP99))
 	_, _ = fmt.Fprintf(w, "API requests per performer, to Ready\t%.1f\t\n", f.requests)
 	_, _ = fmt.Fprintf(w, "writes per performer, served / Ready\t%.1f / %.1f\t≤ 3 / ≤ 4\n", f.writesServed, f.writesReady)
+	per := func(m map[string]int, verb string) float64 {
+		sum := 0
+		for k, v := range m {
+			if strings.HasPrefix(k, verb+" ") {
+				sum += v
+			}
+		}
+		return float64(sum) / float64(f.n)
+	}
+	_, _ = fmt.Fprintf(w, "direct reads per performer (past the cache), GET / LIST, to Ready\t%.3f / %.3f\t0 / 0\n", per(f.directReady, "get"), per(f.directReady, "list"))
+	_, _ = fmt.Fprintf(w, "cached-path reads to Ready: informer lists / watches ended\t%d / %d\t\n", f.readsReady[readInformerList], f.readsReady[readWatch])
 	_, _ = fmt.Fprintf(w, "writes in %s idle\t%d\t0\n", f.idle, f.idleWrites)
+	_, _ = fmt.Fprintf(w, "direct reads in %s idle\t%d\t0\n", f.idle, f.readsIdle[readDirect])
 	_, _ = fmt.Fprintf(w, "peak RSS\t%.1f MiB\t≤ 80 MiB at N=1000\n", f.peakMiB)
 	_, _ = fmt.Fprintf(w, "CPU, to Ready / idle\t%.1f s / %.1f s\t\n", f.cpuReady.Seconds(), f.cpuIdle.Seconds())
+	_, _ = fmt.Fprintf(w, "kube-apiserver CPU, to Ready / idle\t%.1f s / %.1f s\t\n", f.apiReady.Seconds(), f.apiIdle.Seconds())
 	_ = w.Flush()
 	sb.WriteString("writes to Ready by kind: " + kinds(f.readyKinds) + "\n")
 	sb.WriteString("writes while idle by kind: " + kinds(f.idleKinds) + "\n")
+	sb.WriteString("direct reads to Ready by kind: " + kinds(f.directReady) + "\n")
+	sb.WriteString("direct reads while idle by kind: " + kinds(f.directIdle) + "\n")
 	total := 0
 	for _, n := range f.writers {
 		total += n
@@ -293,6 +322,8 @@ func report(b *testing.B, f figures) {
 	b.ReportMetric(f.writesReady, "writes/ready")
 	b.ReportMetric(float64(f.idleWrites), "idle-writes")
 	b.ReportMetric(f.peakMiB, "MiB-peak")
+	b.ReportMetric(float64(f.readsReady[readDirect])/float64(f.n), "direct-reads/ready")
+	b.ReportMetric(f.apiReady.Seconds(), "apiserver-cpu-s")
 }
 
 func kinds(m map[string]int) string {
@@ -389,6 +420,22 @@ func waitDefaultServiceAccount(b *testing.B, c client.Client, ns string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+// mustAPIServerCPU is the CPU time the benchmark's kube-apiserver has used:
+// the one started with this package's audit log (another kube-apiserver
+// on the machine, a suite's, is not counted).
+func mustAPIServerCPU(b *testing.B) time.Duration {
+	b.Helper()
+	pid, err := proc.PidWithArg("--audit-log-path=" + auditLog)
+	if err != nil {
+		b.Fatal(err)
+	}
+	d, err := proc.CPUOf(pid)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return d
 }
 
 func mustCPU(b *testing.B, op *operator) time.Duration {

@@ -175,3 +175,35 @@ func readStat(pid int) (string, time.Duration, error) {
 	}
 	return string(b[open+1 : end]), time.Duration(ticks) * tick, nil
 }
+
+// PidWithArg is the running process one of whose arguments is arg, exactly:
+// a process the benchmark did not start itself but can tell by a flag
+// unique to it (kube-apiserver's --audit-log-path, say).
+func PidWithArg(arg string) (int, error) {
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, err
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		if err != nil {
+			continue
+		}
+		for _, a := range bytes.Split(cmdline, []byte{0}) {
+			if string(a) == arg {
+				return pid, nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("no process with argument %q", arg)
+}
+
+// CPUOf is the CPU time, user and system, that process pid has used.
+func CPUOf(pid int) (time.Duration, error) {
+	_, cpu, err := readStat(pid)
+	return cpu, err
+}

@@ -146,3 +146,35 @@ func TestUsageCountsByPid(t *testing.T) {
 		t.Errorf("String() = %q", got)
 	}
 }
+
+// A process the test did not start through Start is found by an argument
+// only it has, and its CPU time read.
+func TestPidWithArg(t *testing.T) {
+	marker := fmt.Sprintf("proc-test-marker-%d", time.Now().UnixNano())
+	cmd := exec.Command("sh", "-c", "while :; do :; done", marker)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	pid, err := PidWithArg(marker)
+	if err != nil || pid != cmd.Process.Pid {
+		t.Fatalf("PidWithArg = %d, %v; want %d", pid, err, cmd.Process.Pid)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		cpu, err := CPUOf(pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cpu > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPUOf = %v after 10 s of spinning", cpu)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := PidWithArg(marker + "-absent"); err == nil {
+		t.Error("PidWithArg found a process for an argument none has")
+	}
+}
