@@ -118,8 +118,9 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // Every cached object drops its managedFields: they are the largest part of
 // an object that is patched often (a claim's status, a VM's), the
 // reconcilers never read them, and an update sent without them keeps the
-// server's. VirtualMachines and their instances also drop what the
-// provider never reads from the cache (slimVirtualMachine, slimInstance).
+// server's. Pods drop what the performer reconciler never reads from the
+// cache (slimPod); VirtualMachines and their instances what the provider
+// never reads (slimVirtualMachine, slimInstance).
 // Every cached object then shares one copy of its repeated strings with the
 // others (intern.go).
 func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
@@ -136,7 +137,7 @@ func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 				Label:      labels.NewSelector().Add(*credentials),
 				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
 			},
-			&corev1.Pod{}:        {Label: managed},
+			&corev1.Pod{}:        {Label: managed, Transform: then(slimPod, strings.transform)},
 			&corev1.Service{}:    {Label: managed},
 			&corev1.ConfigMap{}:  {Label: managed},
 			&appsv1.Deployment{}: {Label: managed},
