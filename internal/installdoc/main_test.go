@@ -97,10 +97,6 @@ func (in *installation) reconciling() {
 	t := in.T
 	t.Helper()
 	lab := hypervisorlab.Proxmox(t)
-	// The installation's client, which learned the kinds from the CRDs this
-	// installation applied, not the suite's, which may have learned them
-	// while the last installation's were being deleted.
-	lab.C = in.C
 	mc := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "runner-1"},
 		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}},

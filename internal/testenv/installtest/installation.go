@@ -46,15 +46,7 @@ type Installation struct {
 // stopped when the test ends.
 func New(t *testing.T, owner string) *Installation {
 	t.Helper()
-	// A client of its own: each installation applies the CRDs again after
-	// the last one deleted them, and a client whose REST mapping was learned
-	// while they were going keeps a group without its kinds ("Kind=
-	// MachineClaim not found") long after they are back.
-	c, err := client.New(testenv.Config(), client.Options{Scheme: testenv.Scheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	in := &Installation{T: t, C: c, Owner: owner, stop: func() {}}
+	in := &Installation{T: t, C: testenv.Client(), Owner: owner, stop: func() {}}
 	eventually.That(t, 2*time.Minute, func() (bool, string) {
 		err := in.C.Get(context.Background(), client.ObjectKey{Name: gitops.Namespace}, &corev1.Namespace{})
 		return apierrors.IsNotFound(err) || err == nil && !in.Terminating(gitops.Namespace), "a previous " + gitops.Namespace + " is still terminating"
