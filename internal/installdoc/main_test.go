@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -145,8 +146,43 @@ func (in *installation) remove() {
 	in.Gone(ns, 2*time.Minute)
 	for _, u := range in.Objs {
 		if u.GetKind() == "CustomResourceDefinition" {
+			in.releaseInstances(u.GetName())
 			in.Gone(&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}}, time.Minute)
 		}
+	}
+}
+
+// releaseInstances takes the finalizers off what is left of a deleted
+// CRD's objects: the operator is stopped, so an object it had put its
+// finalizer on (a sample it reconciled before the test ended) would hold
+// the CRD's deletion, and the next test's CRDs, for ever.
+func (in *installation) releaseInstances(name string) {
+	ctx := context.Background()
+	crd := &apiextensionsv1.CustomResourceDefinition{}
+	if err := in.C.Get(ctx, client.ObjectKey{Name: name}, crd); err != nil {
+		return
+	}
+	for _, v := range crd.Spec.Versions {
+		if !v.Served {
+			continue
+		}
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.ListKind})
+		if err := in.C.List(ctx, list); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			item := &list.Items[i]
+			if len(item.GetFinalizers()) == 0 {
+				continue
+			}
+			patch := client.MergeFrom(item.DeepCopy())
+			item.SetFinalizers(nil)
+			if err := in.C.Patch(ctx, item, patch); err != nil && !isNotFound(err) {
+				in.T.Errorf("releasing %s %s/%s: %v", crd.Spec.Names.Kind, item.GetNamespace(), item.GetName(), err)
+			}
+		}
+		return
 	}
 }
 
