@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 			return nil, err
 		}
 		if err := (&executor.Reconciler{
-			Client: mgr.GetClient(), APIReader: reads.wrap(mgr.GetAPIReader()), Recorder: mgr.GetEventRecorder("hourglassexecutor"),
+			Client: mgr.GetClient(), APIReader: reads.Wrap(mgr.GetAPIReader()), Recorder: mgr.GetEventRecorder("hourglassexecutor"),
 		}).SetupWithManager(mgr); err != nil {
 			return nil, err
 		}

@@ -98,7 +98,7 @@ func TestMain(m *testing.M) {
 			return nil, err
 		}
 		reconciler = &performer.Reconciler{
-			Client: mgr.GetClient(), APIReader: reads.wrap(mgr.GetAPIReader()), Recorder: mgr.GetEventRecorder("performer"),
+			Client: mgr.GetClient(), APIReader: reads.Wrap(mgr.GetAPIReader()), Recorder: mgr.GetEventRecorder("performer"),
 			Clock: fakeClock, Placement: placement,
 		}
 		if err := reconciler.SetupWithManager(mgr); err != nil {

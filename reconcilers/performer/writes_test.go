@@ -1,7 +1,6 @@
 package performer_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -11,10 +10,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
 )
 
 // writes counts the writes the suite's manager (the reconciler and its
@@ -77,43 +76,7 @@ func (w *writeCounter) bodies(ns string) string {
 
 // reads counts the reads the reconciler sends past the cache (its
 // APIReader), by namespace.
-var reads = &readCounter{byNamespace: map[string][]string{}}
-
-type readCounter struct {
-	mu          sync.Mutex
-	byNamespace map[string][]string
-}
-
-func (c *readCounter) wrap(r client.Reader) client.Reader { return countingReader{Reader: r, count: c} }
-
-func (c *readCounter) add(ns, what string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.byNamespace[ns] = append(c.byNamespace[ns], what)
-}
-
-// in is what was read in ns so far: "GET *v1.Service performer-x" and so on.
-func (c *readCounter) in(ns string) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return append([]string(nil), c.byNamespace[ns]...)
-}
-
-type countingReader struct {
-	client.Reader
-	count *readCounter
-}
-
-func (r countingReader) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
-	r.count.add(key.Namespace, fmt.Sprintf("GET %T %s", obj, key.Name))
-	return r.Reader.Get(ctx, key, obj, opts...)
-}
-
-func (r countingReader) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
-	o := (&client.ListOptions{}).ApplyOptions(opts)
-	r.count.add(o.Namespace, fmt.Sprintf("LIST %T", list))
-	return r.Reader.List(ctx, list, opts...)
-}
+var reads = testenv.NewReads()
 
 type roundTripper func(*http.Request) (*http.Response, error)
 
@@ -181,7 +144,7 @@ func TestWritesPerPerformer(t *testing.T) {
 	if got := writes.in(e.ns); !sameWrites(got, served) {
 		t.Errorf("writes until served (the Pod bound, not started) = %q, want %q", got, served)
 	}
-	if got := reads.in(e.ns); len(got) > 0 {
+	if got := reads.In(e.ns); len(got) > 0 {
 		t.Errorf("reads past the cache until served = %q, want none", got)
 	}
 
@@ -192,7 +155,7 @@ func TestWritesPerPerformer(t *testing.T) {
 	if got := writes.in(e.ns); !sameWrites(got, ready) {
 		t.Errorf("writes until Ready = %q, want %q", got, ready)
 	}
-	if got := reads.in(e.ns); len(got) > 0 {
+	if got := reads.In(e.ns); len(got) > 0 {
 		t.Errorf("reads past the cache until Ready = %q, want none", got)
 	}
 
@@ -218,7 +181,7 @@ func TestWritesPerPerformer(t *testing.T) {
 	if got := writes.in(e.ns)[len(ready):]; !sameWrites(got, append(nextServed, "PATCH performers/next/status")) {
 		t.Errorf("the second Performer's writes until Ready = %q", got)
 	}
-	if got := reads.in(e.ns); len(got) > 0 {
+	if got := reads.In(e.ns); len(got) > 0 {
 		t.Errorf("reads past the cache until the second Performer is Ready = %q, want none", got)
 	}
 	if t.Failed() {
