@@ -276,13 +276,30 @@ func notAttestedBy(m hypervisorv1alpha1.AttestationMethod) string {
 // forgetAttestation removes what SPIRE holds for the claim's machine (its
 // entry, token alias and agent) and the token's Secret. Best effort: what
 // is left, the attestation sweeper removes.
+//
+// The status may not say the claim attests: the token's Secret is made
+// before the status that records it is written, and an operator stopped
+// between the two leaves a claim whose Secret and SPIRE entry exist with
+// no status.attestation. When the template attests, the machine's ID is
+// then worked out as attest made it, and both are removed all the same.
 func (r *Reconciler) forgetAttestation(ctx context.Context, c *hypervisorv1alpha1.MachineClaim, t *hypervisorv1alpha1.HypervisorMachineTemplate) {
-	st := c.Status.Attestation
-	if st == nil || r.Attestation == nil {
+	if r.Attestation == nil {
+		return
+	}
+	var m spire.MachineID
+	switch st := c.Status.Attestation; {
+	case st != nil:
+		var err error
+		if m, _, err = spire.ParseID(st.SPIFFEID); err != nil {
+			m = spire.MachineID{}
+		}
+	case t != nil && attesting(t) && t.Spec.Attestation.SPIRE != nil:
+		m = machineID(c, t.Spec.Attestation.SPIRE.TrustDomain, r.Attestation.Installation)
+	default:
 		return
 	}
 	log := ctrl.LoggerFrom(ctx)
-	if m, _, err := spire.ParseID(st.SPIFFEID); err == nil {
+	if m.TrustDomain != "" {
 		// The template names the server; once it is gone, the operator's
 		// default server of the ID's trust domain is asked.
 		cfg := &hypervisorv1alpha1.SPIREConfig{TrustDomain: m.TrustDomain}
