@@ -17,6 +17,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -310,11 +311,23 @@ func (l *Lab) KubeconfigSecret(name string) {
 }
 
 // Create makes obj in the lab's namespace, failing the test if it cannot.
+// A 503 is tried again for up to half a minute: an API server whose CRDs
+// were just created again answers creates of their kinds with "Resource
+// kind … not found" from its admission policies until their type checker
+// has caught up, and that refusal says to try later.
 func (l *Lab) Create(obj client.Object) {
 	l.T.Helper()
 	obj.SetNamespace(l.NS)
-	if err := l.C.Create(context.Background(), obj); err != nil {
-		l.T.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := l.C.Create(context.Background(), obj)
+		if err == nil {
+			return
+		}
+		if !apierrors.IsServiceUnavailable(err) || time.Now().After(deadline) {
+			l.T.Fatalf("creating %T %s: %v", obj, obj.GetName(), err)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
 
