@@ -1,8 +1,11 @@
 package performers
 
 import (
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -26,6 +29,9 @@ func startOperator(b *testing.B, bin string) *operator {
 		"--metrics-bind-address=" + metricsAddr, "--metrics-secure=false",
 		"--health-probe-bind-address=0", "--webhook-bind-address=0", "--log-level=error",
 		"--controllers=hourglass"}
+	if pprofDir != "" {
+		args = append(args, "--pprof-bind-address="+pprofAddr)
+	}
 	if n := envInt("PERF_WORKERS", 0); n > 0 {
 		args = append(args, "--workers=performer="+strconv.Itoa(n))
 	}
@@ -37,6 +43,39 @@ func startOperator(b *testing.B, bin string) *operator {
 	}
 	b.Cleanup(p.Stop)
 	return &operator{p}
+}
+
+// pprofDir, from PERF_PPROF, is where saveHeap writes the operator's heap
+// profiles; empty, none are taken and pprof is not served.
+var (
+	pprofDir  = os.Getenv("PERF_PPROF")
+	pprofAddr = freeLoopback()
+)
+
+// saveHeap writes the operator's heap profile as <name>.pb.gz and, with the
+// runtime's memory statistics at its end, as <name>.txt, into PERF_PPROF:
+// where the heap goes at a moment of the run. A failure is logged, not
+// fatal: the profile is an aid, the figures stand without it.
+func saveHeap(b *testing.B, name string) {
+	b.Helper()
+	if pprofDir == "" {
+		return
+	}
+	for file, query := range map[string]string{name + ".pb.gz": "", name + ".txt": "?debug=1"} {
+		resp, err := http.Get("http://" + pprofAddr + "/debug/pprof/heap" + query)
+		if err != nil {
+			b.Logf("heap profile %s: %v", file, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(pprofDir, file), body, 0o644)
+		}
+		if err != nil {
+			b.Logf("heap profile %s: %v", file, err)
+		}
+	}
 }
 
 // alive fails the benchmark, with the operator's log, if it has exited.
