@@ -118,8 +118,8 @@ func New(cfg *rest.Config, o Options) (ctrl.Manager, error) {
 // Every cached object drops its managedFields: they are the largest part of
 // an object that is patched often (a claim's status, a VM's), the
 // reconcilers never read them, and an update sent without them keeps the
-// server's. Pods drop what the performer reconciler never reads from the
-// cache (slimPod); VirtualMachines and their instances what the provider
+// server's. Pods and Services drop what the performer reconciler never
+// reads from the cache (slimPod, slimService); VirtualMachines and their instances what the provider
 // never reads (slimVirtualMachine, slimInstance).
 // Every cached object then shares one copy of its repeated strings with the
 // others (intern.go).
@@ -138,7 +138,7 @@ func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 				Namespaces: map[string]cache.Config{o.OperatorNamespace: {}},
 			},
 			&corev1.Pod{}:        {Label: managed, Transform: then(slimPod, strings.transform)},
-			&corev1.Service{}:    {Label: managed},
+			&corev1.Service{}:    {Label: managed, Transform: then(slimService, strings.transform)},
 			&corev1.ConfigMap{}:  {Label: managed},
 			&appsv1.Deployment{}: {Label: managed},
 			// Performers' NetworkPolicies (reconcilers/performer).

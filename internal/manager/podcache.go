@@ -43,3 +43,21 @@ func slimPod(obj any) (any, error) {
 		Conditions: status.Conditions, ContainerStatuses: statuses}
 	return obj, nil
 }
+
+// slimService drops what the performer reconciler never reads from a
+// cached Service (its status, cluster IPs, IP families, session affinity,
+// traffic policies), and its managedFields. It reads the metadata (owner,
+// labels, the created-before-apply annotation) and, of the spec, the type,
+// the selector and the ports; it applies its own Service rather than send
+// a cached one back.
+func slimService(obj any) (any, error) {
+	svc, ok := obj.(*corev1.Service)
+	if !ok {
+		return obj, nil
+	}
+	svc.ManagedFields = nil
+	spec := svc.Spec
+	svc.Spec = corev1.ServiceSpec{Type: spec.Type, Selector: spec.Selector, Ports: spec.Ports}
+	svc.Status = corev1.ServiceStatus{}
+	return obj, nil
+}

@@ -71,6 +71,37 @@ func TestSlimPodKeepsWhatThePerformerReads(t *testing.T) {
 	}
 }
 
+// A cached Service keeps what the performer reconciler reads (metadata,
+// type, selector, ports) and loses the rest.
+func TestSlimServiceKeepsWhatThePerformerReads(t *testing.T) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "performer-p", Labels: map[string]string{"a": "b"},
+			Annotations:     map[string]string{"hyperfleet.io/created-before-apply": "d"},
+			OwnerReferences: []metav1.OwnerReference{{Name: "p", Controller: ptr.To(true)}},
+			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "x"}}},
+		Spec: corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, Selector: map[string]string{"h": "1"},
+			Ports:     []corev1.ServicePort{{Name: "grpc", Port: 8080, Protocol: corev1.ProtocolTCP}},
+			ClusterIP: "10.0.0.1", ClusterIPs: []string{"10.0.0.1"}, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			SessionAffinity: corev1.ServiceAffinityNone,
+		},
+		Status: corev1.ServiceStatus{Conditions: []metav1.Condition{{Type: "x"}}},
+	}
+	out, err := slimService(svc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*corev1.Service)
+	if got.Labels["a"] != "b" || got.Annotations["hyperfleet.io/created-before-apply"] != "d" || len(got.OwnerReferences) != 1 ||
+		got.Spec.Type != corev1.ServiceTypeClusterIP || got.Spec.Selector["h"] != "1" || len(got.Spec.Ports) != 1 || got.Spec.Ports[0].Port != 8080 {
+		t.Errorf("kept %+v", got)
+	}
+	if got.ManagedFields != nil || got.Spec.ClusterIP != "" || got.Spec.ClusterIPs != nil || got.Spec.IPFamilies != nil ||
+		got.Spec.SessionAffinity != "" || got.Status.Conditions != nil {
+		t.Errorf("not slimmed: %+v", got)
+	}
+}
+
 // runningPerformerPodJSON is a performer Pod as the API server sends it
 // once a kubelet runs it: the reconciler's spec with the API server's
 // defaults, the service account token volume, the default tolerations, a

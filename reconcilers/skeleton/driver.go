@@ -109,7 +109,7 @@ func (d *Driver[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result 
 			d.forget(key)
 		case patch.Concluded():
 			if written {
-				k.Written.remember(key, readRV, overlaid, obj)
+				k.Written.remember(key, readRV, overlaid, obj, d.statusOf)
 			}
 			if k.Events != nil {
 				k.Events(s, patch.Read().(T), obj, summary)
@@ -131,6 +131,13 @@ func (d *Driver[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result 
 		}
 	}
 	return RunPhases(ctx, s, k.Phases...)
+}
+
+// statusOf is obj's status in an otherwise empty object.
+func (d *Driver[T, S]) statusOf(obj T) T {
+	out := d.Kind.New()
+	d.Kind.CopyStatus(out, obj)
+	return out
 }
 
 func (d *Driver[T, S]) forget(key types.NamespacedName) {

@@ -36,7 +36,11 @@ type written[T Object] struct {
 	chain []string
 	// latest is the version the last write made.
 	latest string
-	// status is the object as last written; only its status is used.
+	// status holds the status as last written, in an otherwise empty
+	// object: an entry stays until the object's next reconcile, so for an
+	// idle object for ever, and the written object's metadata (its
+	// managedFields above all, which the patch response carries) and spec
+	// would be kept with it for nothing.
 	status T
 }
 
@@ -58,8 +62,9 @@ func (w *WrittenStatus[T]) overlay(key types.NamespacedName, obj T, copyStatus f
 
 // remember notes the status of obj, just written over the version read at
 // readRV; overlaid says the read was overlaid with an earlier write, which
-// this one continues.
-func (w *WrittenStatus[T]) remember(key types.NamespacedName, readRV string, overlaid bool, obj T) {
+// this one continues. statusOf returns obj's status in an otherwise empty
+// object, called only when something was written.
+func (w *WrittenStatus[T]) remember(key types.NamespacedName, readRV string, overlaid bool, obj T, statusOf func(T) T) {
 	if obj.GetResourceVersion() == readRV {
 		return // nothing was written
 	}
@@ -75,7 +80,7 @@ func (w *WrittenStatus[T]) remember(key types.NamespacedName, readRV string, ove
 	if len(chain) > maxChain {
 		chain = chain[len(chain)-maxChain:]
 	}
-	w.m.Store(key, written[T]{chain: chain, latest: obj.GetResourceVersion(), status: obj.DeepCopyObject().(T)})
+	w.m.Store(key, written[T]{chain: chain, latest: obj.GetResourceVersion(), status: statusOf(obj)})
 }
 
 // Forget drops the entry of the object named key.

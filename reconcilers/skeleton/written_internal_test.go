@@ -23,13 +23,13 @@ func TestWrittenStatusOverlaysEveryVersionOfAChain(t *testing.T) {
 	var w WrittenStatus[*hypervisorv1alpha1.MachineClaim]
 
 	// Read 4, wrote Provisioning as 5.
-	w.remember(key, "4", false, at("5", hypervisorv1alpha1.MachineProvisioning))
+	w.remember(key, "4", false, at("5", hypervisorv1alpha1.MachineProvisioning), deepCopy)
 	// The cache still at 4: overlaid; this reconcile writes Ready as 6.
 	read := at("4", "")
 	if !w.overlay(key, read, copyStatus) || read.Status.Phase != hypervisorv1alpha1.MachineProvisioning {
 		t.Fatalf("version 4 read as %q, want the write over it", read.Status.Phase)
 	}
-	w.remember(key, "4", true, at("6", hypervisorv1alpha1.MachineReady))
+	w.remember(key, "4", true, at("6", hypervisorv1alpha1.MachineReady), deepCopy)
 	// The cache now shows the first write (5), not yet the second.
 	read = at("5", hypervisorv1alpha1.MachineProvisioning)
 	if !w.overlay(key, read, copyStatus) || read.Status.Phase != hypervisorv1alpha1.MachineReady {
@@ -45,8 +45,12 @@ func TestWrittenStatusOverlaysEveryVersionOfAChain(t *testing.T) {
 	}
 
 	// Somebody else's version ends the chain too.
-	w.remember(key, "10", false, at("11", hypervisorv1alpha1.MachineReady))
+	w.remember(key, "10", false, at("11", hypervisorv1alpha1.MachineReady), deepCopy)
 	if w.overlay(key, at("12", hypervisorv1alpha1.MachineStopping), copyStatus) {
 		t.Error("somebody else's newer write was overlaid")
 	}
+}
+
+func deepCopy(c *hypervisorv1alpha1.MachineClaim) *hypervisorv1alpha1.MachineClaim {
+	return c.DeepCopy()
 }
