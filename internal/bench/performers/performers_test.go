@@ -122,6 +122,13 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	apiIdle := mustAPIServerCPU(b) - apiBefore - apiReady
 	peak := op.PeakRSS()
 	end := time.Now()
+	// What the resident set is made of after the idle window: anonymous
+	// memory (the Go heap and runtime) against the binary's own pages.
+	anon, errAnon := op.Status("RssAnon")
+	file, errFile := op.Status("RssFile")
+	if errAnon == nil && errFile == nil {
+		b.Logf("RSS after the idle window: anonymous %.1f MiB, file-backed (the binary's pages) %.1f MiB", float64(anon)/(1<<20), float64(file)/(1<<20))
+	}
 	saveHeap(b, "heap-idle")
 
 	notReady := notReadyNodes(ctx, c, time.Since(t.start))
