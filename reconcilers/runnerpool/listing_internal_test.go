@@ -79,7 +79,7 @@ func TestFinishedRunnerIsGoneWithoutBeingSeenOnline(t *testing.T) {
 		Status: hypervisorv1alpha1.MachineClaimStatus{Phase: hypervisorv1alpha1.MachineReady}}
 	newScope := func(records ...hypervisorv1alpha1.RunnerJob) *scope {
 		s := &scope{pool: pool, now: now, demand: &poolDemand{records: records},
-			mem: &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}}
+			mem: &poolMemory{refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}}
 		s.finished = finishedRunners(s.demand)
 		return s
 	}

@@ -46,8 +46,7 @@ func TestObserveJITRunnerGoneBetweenLooks(t *testing.T) {
 			if c.method == hypervisorv1alpha1.RegistrationToken {
 				runners = nil // neither has registered yet
 			}
-			s := &scope{pool: pool, now: now, listedAt: c.listedAt, mem: &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{},
-				creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}}
+			s := &scope{pool: pool, now: now, listedAt: c.listedAt, mem: &poolMemory{creating: map[string]time.Time{}}}
 			obs := (&Reconciler{}).observe(s, claims, runners)
 			if len(obs.pending) != c.pending || obs.current() != c.current || len(obs.finished) != c.finished || len(obs.gone) != c.gone {
 				t.Fatalf("pending %d, current %d, finished %d, gone %d; want %d, %d, %d, %d",

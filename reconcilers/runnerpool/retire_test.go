@@ -77,8 +77,7 @@ func newRetireLab(t *testing.T, n int, block chan struct{}) *retireLab {
 	}).Build()
 	l.r = &Reconciler{Client: l.c}
 	l.s = &scope{pool: pool, now: time.Now(), obs: &obs, demand: &poolDemand{named: map[string]bool{}},
-		mem: &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
-			creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}}
+		mem: &poolMemory{refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}}
 	return l
 }
 

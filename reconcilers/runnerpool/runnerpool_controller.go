@@ -78,19 +78,18 @@ type Reconciler struct {
 }
 
 // poolMemory is what a pool's reconciles remember between each other:
-// only caches and timers, nothing that a restart would make wrong.
+// only caches and timers, nothing that a restart would make wrong. What the
+// pool learns of each runner is on its claim (runner_notes.go).
 type poolMemory struct {
-	idleSince  map[string]time.Time
-	seenOnline map[string]bool
 	// refreshedFor: finished runners a fresh listing was already taken for.
+	// Forgotten by a restart, which costs at most one listing more.
 	refreshedFor map[string]bool
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
-	// finishedAt: when a finished runner whose job no record names was
-	// first held back from retirement (holdFinished).
-	finishedAt map[string]time.Time
-	lastPoll   time.Time
+	// notes are runner notes decided but not yet shown by the cache.
+	notes    notes
+	lastPoll time.Time
 	// lastJobs is when the job listing the last poll used started, by
 	// Jobs' clock: the next poll takes a later one.
 	lastJobs time.Time
@@ -99,7 +98,7 @@ type poolMemory struct {
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/finalizers,verbs=update
-// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 
@@ -144,7 +143,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	registerMetrics()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.RunnerPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&hypervisorv1alpha1.MachineClaim{}).
+		Owns(&hypervisorv1alpha1.MachineClaim{}, builder.WithPredicates(notNotesOnly())).
 		Owns(&hypervisorv1alpha1.RunnerJob{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
@@ -166,8 +165,7 @@ func (r *Reconciler) memory(pool *hypervisorv1alpha1.RunnerPool) *poolMemory {
 }
 
 func newPoolMemory() *poolMemory {
-	return &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
-		creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
+	return &poolMemory{refreshedFor: map[string]bool{}, creating: map[string]time.Time{}, notes: notes{}}
 }
 
 // forgetter adapts a function to skeleton.Forgetter.
@@ -195,6 +193,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *
 			// (refreshIfFinished).
 			Phases: []skeleton.Phase[*scope]{
 				r.getTemplate, r.connectGitHub, r.readJobs, r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale,
+				r.writeNotes,
 			},
 			Deletion: []skeleton.Phase[*scope]{r.deleteMachines, r.deregisterAll, r.release},
 			Status:   computeStatus,

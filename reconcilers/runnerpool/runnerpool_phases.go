@@ -100,6 +100,8 @@ type scope struct {
 	finished map[string]bool
 	// obs is the pool's runners as observeRunners sorted them.
 	obs *observed
+	// listed is the pool's claims as observeRunners listed them, by name.
+	listed map[string]*hypervisorv1alpha1.MachineClaim
 	// demand is the pool's recorded jobs (readJobs), as the poll left them.
 	demand *poolDemand
 	// pendingDereg counts registrations retireFinished could not remove yet.
@@ -214,6 +216,10 @@ func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Res
 		return skeleton.Stop(), err
 	}
 	r.refreshIfFinished(ctx, s)
+	s.listed = make(map[string]*hypervisorv1alpha1.MachineClaim, len(claims))
+	for i := range claims {
+		s.listed[claims[i].Name] = &claims[i]
+	}
 	obs := r.observe(s, claims, s.runners)
 	s.obs = &obs
 	return skeleton.Continue(), nil
@@ -230,9 +236,11 @@ func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Res
 			holding[c.Name] = true
 		}
 	}
-	for name := range s.mem.finishedAt {
-		if !finished[name] {
-			delete(s.mem.finishedAt, name)
+	// A claim no longer finished starts its hold afresh should it finish
+	// again.
+	for name, c := range s.listed {
+		if !finished[name] && c.DeletionTimestamp == nil {
+			s.mem.removeNote(c, finishedAtAnnotation)
 		}
 	}
 	var retiring []*hypervisorv1alpha1.MachineClaim
@@ -477,17 +485,17 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 		switch {
 		case terminalPhase(c):
 			obs.gone = append(obs.gone, c)
-			if ranJob(pool, c, registered, s.mem.seenOnline[c.Name]) {
+			if ranJob(pool, c, registered, seenOnline(s, c)) {
 				obs.finished = append(obs.finished, c)
 			}
 		case registered && rn.Online() && rn.Busy:
-			s.mem.seenOnline[c.Name] = true
-			delete(s.mem.idleSince, c.Name)
+			noteOnline(s, c)
+			s.mem.removeNote(c, idleSinceAnnotation)
 			obs.busy = append(obs.busy, c)
 		case registered && rn.Online():
-			s.mem.seenOnline[c.Name] = true
-			if _, ok := s.mem.idleSince[c.Name]; !ok {
-				s.mem.idleSince[c.Name] = s.now
+			noteOnline(s, c)
+			if _, ok := s.mem.noteTime(c, idleSinceAnnotation); !ok {
+				s.mem.setNote(c, idleSinceAnnotation, s.now)
 			}
 			if d := maxLifetime(pool); d > 0 && age > d {
 				obs.gone = append(obs.gone, c) // retired once idle, never mid-job
@@ -501,7 +509,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 				continue
 			}
 			obs.idle = append(obs.idle, c)
-		case !registered && (s.mem.seenOnline[c.Name] || s.finished[c.Name]):
+		case !registered && (seenOnline(s, c) || s.finished[c.Name]):
 			// An ephemeral runner deregisters itself after its job: the
 			// machine has nothing more to do. One whose job is recorded
 			// Completed ran, even if no shared listing saw it online.
@@ -594,10 +602,10 @@ func (r *Reconciler) holdFinished(s *scope, c *hypervisorv1alpha1.MachineClaim) 
 	if !s.demand.unrecorded(c) {
 		return false
 	}
-	at, ok := s.mem.finishedAt[c.Name]
+	at, ok := s.mem.noteTime(c, finishedAtAnnotation)
 	if !ok {
 		at = s.now
-		s.mem.finishedAt[c.Name] = at
+		s.mem.setNote(c, finishedAtAnnotation, at)
 	}
 	return s.now.Sub(at) < finishedGrace
 }
@@ -634,10 +642,10 @@ func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gs
 	return retired
 }
 
-// forgetRunner drops what the pool remembered of a runner it removed.
+// forgetRunner drops what the pool remembered of a runner it removed; its
+// notes go with its claim.
 func (m *poolMemory) forgetRunner(name string) {
-	delete(m.idleSince, name)
-	delete(m.seenOnline, name)
+	delete(m.notes, name)
 	delete(m.refreshedFor, name)
 }
 
@@ -659,11 +667,11 @@ func (r *Reconciler) scaleDown(ctx context.Context, s *scope, gh *github.Client,
 	ttl := idleTTL(s.pool)
 	candidates := append([]*hypervisorv1alpha1.MachineClaim(nil), obs.idle...)
 	sort.Slice(candidates, func(i, j int) bool {
-		return s.mem.idleSince[candidates[i].Name].Before(s.mem.idleSince[candidates[j].Name])
+		return idleSince(s, candidates[i]).Before(idleSince(s, candidates[j]))
 	})
 	removed := 0
 	for _, c := range candidates {
-		if removed == n || s.now.Sub(s.mem.idleSince[c.Name]) < ttl {
+		if removed == n || s.now.Sub(idleSince(s, c)) < ttl {
 			break
 		}
 		// The read that decides the deletion may spend the reserve with it.
@@ -688,7 +696,7 @@ func (r *Reconciler) nextIdleExpiry(s *scope, obs observed) time.Duration {
 	ttl := idleTTL(s.pool)
 	var next time.Duration
 	for _, c := range obs.idle {
-		left := ttl - s.now.Sub(s.mem.idleSince[c.Name])
+		left := ttl - s.now.Sub(idleSince(s, c))
 		if left > 0 && (next == 0 || left < next) {
 			next = left
 		}
