@@ -481,61 +481,34 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			continue
 		}
 		rn, registered := obs.byName[c.Name]
-		age := s.now.Sub(createdAt(c))
-		switch {
-		case terminalPhase(c):
-			obs.gone = append(obs.gone, c)
-			if ranJob(pool, c, registered, seenOnline(s, c)) {
-				obs.finished = append(obs.finished, c)
-			}
-		case registered && rn.Online() && rn.Busy:
+		v := judge(pool, runnerLook{claim: c, runner: rn, registered: registered, seenOnline: seenOnline(s, c),
+			jobCompleted: s.finished[c.Name], listedAt: s.listedAt, now: s.now})
+		if v.online {
 			noteOnline(s, c)
-			s.mem.removeNote(c, idleSinceAnnotation)
-			obs.busy = append(obs.busy, c)
-		case registered && rn.Online():
-			noteOnline(s, c)
-			if _, ok := s.mem.noteTime(c, idleSinceAnnotation); !ok {
+			if v.state == runnerBusy {
+				s.mem.removeNote(c, idleSinceAnnotation)
+			} else if _, ok := s.mem.noteTime(c, idleSinceAnnotation); !ok {
 				s.mem.setNote(c, idleSinceAnnotation, s.now)
 			}
-			if d := maxLifetime(pool); d > 0 && age > d {
-				obs.gone = append(obs.gone, c) // retired once idle, never mid-job
-				continue
-			}
-			if !labelsCover(rn.Labels, RunnerLabels(pool)) {
-				// Registered before the pool's labels changed: it cannot
-				// take the jobs the pool now takes, yet would count as their
-				// runner. Retired once idle, never mid-job, and replaced.
-				obs.gone = append(obs.gone, c)
-				continue
-			}
-			obs.idle = append(obs.idle, c)
-		case !registered && (seenOnline(s, c) || s.finished[c.Name]):
-			// An ephemeral runner deregisters itself after its job: the
-			// machine has nothing more to do. One whose job is recorded
-			// Completed ran, even if no shared listing saw it online.
-			obs.gone = append(obs.gone, c)
-			obs.finished = append(obs.finished, c)
-		case age > registrationTimeout(pool):
+		}
+		if v.timedOut {
 			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "RegistrationTimeout", "Scale",
 				"Runner %s did not come online within %s; removing its registration and machine", c.Name, registrationTimeout(pool))
-			obs.gone = append(obs.gone, c)
-		case !registered && pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken && listedAfter(s.listedAt, c):
-			// A JIT registration exists from before the claim was made until
-			// the runner removes it after its job (ranJob): this runner ran
-			// its job between two looks and its machine is stopping. It is
-			// no longer a runner for the queued jobs; counted as pending
-			// until its machine was seen ended, such runners held up to 224
-			// of a 500-job burst and the last 35 jobs waited about 30 s
-			// (RUNNERS_N=500 go test -bench RunnerLatency ./internal/bench/runners/).
-			// It stands for a queued record like any finished runner, and is
-			// retired once its machine ended, never while it may still run
-			// (or, should its machine never end, at the registration timeout).
-			// The listing is the one pools share, and may be older than
-			// the claim: only one that started after the claim was made
-			// had to show its registration (listedAfter).
-			obs.finished = append(obs.finished, c)
-		default:
+		}
+		switch v.state {
+		case runnerPending:
 			obs.pending = append(obs.pending, c)
+		case runnerIdle:
+			obs.idle = append(obs.idle, c)
+		case runnerBusy:
+			obs.busy = append(obs.busy, c)
+		case runnerNone:
+		}
+		if v.gone {
+			obs.gone = append(obs.gone, c)
+		}
+		if v.finished {
+			obs.finished = append(obs.finished, c)
 		}
 	}
 	for name, at := range s.mem.creating {
