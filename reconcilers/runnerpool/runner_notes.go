@@ -27,14 +27,14 @@ import (
 const (
 	// idleSinceAnnotation: when the runner was first seen online and idle
 	// since it was last seen busy; removed once it is seen busy.
-	idleSinceAnnotation = "hyperfleet.io/runner-idle-since"
+	idleSinceAnnotation = hypervisorv1alpha1.NotesAnnotationPrefix + "runner-idle-since"
 	// seenOnlineAnnotation: when the runner was first seen online. An
 	// ephemeral runner that was online and is no longer registered ran its
 	// job (ranJob).
-	seenOnlineAnnotation = "hyperfleet.io/runner-seen-online"
+	seenOnlineAnnotation = hypervisorv1alpha1.NotesAnnotationPrefix + "runner-seen-online"
 	// finishedAtAnnotation: when the finished runner was first held back
 	// from retirement for a queued record (holdFinished).
-	finishedAtAnnotation = "hyperfleet.io/runner-finished-at"
+	finishedAtAnnotation = hypervisorv1alpha1.NotesAnnotationPrefix + "runner-finished-at"
 )
 
 // noteKeys are the annotations the pool writes on its claims after their
