@@ -1,6 +1,7 @@
 package runnerpool
 
 import (
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"testing"
 	"time"
 
@@ -42,7 +43,7 @@ func TestObserveJITRunnerGoneBetweenLooks(t *testing.T) {
 			claims := []hypervisorv1alpha1.MachineClaim{claim("p-booting"), claim("p-done")}
 			// p-booting's registration is there (offline: not started yet);
 			// p-done's runner ran its job and removed its registration.
-			runners := []github.Runner{{ID: 1, Name: "p-booting", Status: github.RunnerOffline, Labels: []string{poolRunnerLabel(pool)}}}
+			runners := []github.Runner{{ID: 1, Name: "p-booting", Status: github.RunnerOffline, Labels: []string{runnerstate.PoolRunnerLabel(pool)}}}
 			if c.method == hypervisorv1alpha1.RegistrationToken {
 				runners = nil // neither has registered yet
 			}
