@@ -128,8 +128,8 @@ type observed struct {
 	// those whose machine is stopping): machines until they end, so they
 	// count against maxReplicas (room).
 	ending []*hypervisorv1alpha1.MachineClaim
-	// retiring: claims the pool asked to retire (scaled down) that are
-	// not busy: going, so counted neither as runners nor as room taken.
+	// retiring: idle claims the pool asked to retire (scaled down): going,
+	// so no longer runners, but machines until they are gone (room).
 	retiring []*hypervisorv1alpha1.MachineClaim
 	// orphans: registrations with the pool's label and no machine.
 	orphans []github.Runner
@@ -141,9 +141,10 @@ type observed struct {
 func (o observed) current() int { return len(o.pending) + len(o.idle) + len(o.busy) + o.unseen }
 
 // room is how many machines the pool may add under maxReplicas: the
-// runners, and the finished ones whose machine has not ended yet.
+// runners, the finished ones whose machine has not ended yet, and the idle
+// ones asked to retire, which stay runners should they take a job first.
 func (o observed) room(pool *hypervisorv1alpha1.RunnerPool) int {
-	return max(0, int(pool.Spec.MaxReplicas)-o.current()-len(o.ending))
+	return max(0, int(pool.Spec.MaxReplicas)-o.current()-len(o.ending)-len(o.retiring))
 }
 
 // getTemplate checks the pool's template exists; without it no runner can
