@@ -226,3 +226,25 @@ func TestNotesOverlayAStaleRead(t *testing.T) {
 func ctrlSetOwner(pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineClaim, scheme *runtime.Scheme) error {
 	return controllerutil.SetControllerReference(pool, c, scheme)
 }
+
+// A claim that carries a pool's label without being that pool's (a
+// tenant's own claim, labelled by hand) is no runner: its reconciler
+// neither deregisters a runner of that name with the pool's credentials
+// nor deletes the claim.
+func TestClaimLabelledButNotControlledIsLeftAlone(t *testing.T) {
+	l := newLab(t, hypervisorv1alpha1.MachineTerminated)
+	jit := l.register(t)
+	c := &hypervisorv1alpha1.MachineClaim{}
+	l.exists(t, c, "p-a")
+	c.OwnerReferences = nil
+	if err := l.c.Update(t.Context(), c); err != nil {
+		t.Fatal(err)
+	}
+	l.reconcile(t)
+	if _, ok := l.sim.Runner(jit.Runner.ID); !ok {
+		t.Fatal("a registration was removed for a claim its pool does not control")
+	}
+	if !l.exists(t, c, "p-a") || !l.exists(t, &corev1.Secret{}, runnerstate.BootstrapSecretName("p-a")) {
+		t.Fatal("a claim its pool does not control, or its Secret, was deleted")
+	}
+}
