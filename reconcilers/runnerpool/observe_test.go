@@ -1,7 +1,6 @@
 package runnerpool
 
 import (
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"testing"
 	"time"
 
@@ -9,6 +8,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // A JIT runner's registration exists from before its claim was made until

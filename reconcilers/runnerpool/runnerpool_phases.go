@@ -84,8 +84,6 @@ type scope struct {
 	finished map[string]bool
 	// obs is the pool's runners as observeRunners sorted them.
 	obs *observed
-	// listed is the pool's claims as observeRunners listed them, by name.
-	listed map[string]*hypervisorv1alpha1.MachineClaim
 	// demand is the pool's recorded jobs (readJobs), as the poll left them.
 	demand *poolDemand
 	// pendingDereg counts registrations that could not be removed yet: the

@@ -110,5 +110,5 @@ func NotesToWrite(c *hypervisorv1alpha1.MachineClaim, v Verdict, named bool, now
 // Retires reports whether runner c, judged v, is retired now: it is over,
 // and not a finished runner held for a queued record (Held).
 func Retires(c *hypervisorv1alpha1.MachineClaim, v Verdict, named bool, now time.Time) bool {
-	return v.Gone && !(v.Finished && Held(c, named, now))
+	return v.Gone && (!v.Finished || !Held(c, named, now))
 }
