@@ -121,10 +121,8 @@ type observed struct {
 	// deregisters itself after its one job).
 	finished []*hypervisorv1alpha1.MachineClaim
 	// ending: the claims that are no runner any more and still stand with
-	// a machine that has not ended, and that their runner's reconciler is
-	// not about to retire (finished runners held for a queued record, and
-	// those whose machine is stopping): machines until they end, so they
-	// count against maxReplicas (room).
+	// a machine that has not ended: machines until they end or their claim
+	// is deleted, so they count against maxReplicas (room).
 	ending []*hypervisorv1alpha1.MachineClaim
 	// retiring: idle claims the pool asked to retire (scaled down): going,
 	// so no longer runners, but machines until they are gone (room).
@@ -358,7 +356,10 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 	for _, rn := range mine {
 		obs.byName[rn.Name] = rn
 	}
-	named := s.demand.named
+	var named map[string]bool
+	if s.demand != nil {
+		named = s.demand.named
+	}
 	live := map[string]bool{}
 	for i := range claims {
 		c := &claims[i]
@@ -386,7 +387,12 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			obs.idle = append(obs.idle, c)
 		case v.State == runnerstate.Busy:
 			obs.busy = append(obs.busy, c)
-		case !runnerstate.TerminalPhase(c) && !runnerstate.Retires(c, v, named[c.Name], s.now):
+		case !runnerstate.TerminalPhase(c):
+			// Retired or not, it is a machine until its claim is deleted:
+			// one its reconciler is about to retire may yet be kept, busy
+			// with a job it took since this listing (GitHub refuses to
+			// deregister it), and its replacement beside it would go past
+			// maxReplicas.
 			obs.ending = append(obs.ending, c)
 		}
 		if v.Gone {
