@@ -124,9 +124,6 @@ type observed struct {
 	// a machine that has not ended: machines until they end or their claim
 	// is deleted, so they count against maxReplicas (room).
 	ending []*hypervisorv1alpha1.MachineClaim
-	// retiring: idle claims the pool asked to retire (scaled down): going,
-	// so no longer runners, but machines until they are gone (room).
-	retiring []*hypervisorv1alpha1.MachineClaim
 	// orphans: registrations with the pool's label and no machine.
 	orphans []github.Runner
 	byName  map[string]github.Runner
@@ -137,10 +134,9 @@ type observed struct {
 func (o observed) current() int { return len(o.pending) + len(o.idle) + len(o.busy) + o.unseen }
 
 // room is how many machines the pool may add under maxReplicas: the
-// runners, the finished ones whose machine has not ended yet, and the idle
-// ones asked to retire, which stay runners should they take a job first.
+// runners, and the finished ones whose machine has not ended yet.
 func (o observed) room(pool *hypervisorv1alpha1.RunnerPool) int {
-	return max(0, int(pool.Spec.MaxReplicas)-o.current()-len(o.ending)-len(o.retiring))
+	return max(0, int(pool.Spec.MaxReplicas)-o.current()-len(o.ending))
 }
 
 // getTemplate checks the pool's template exists; without it no runner can
@@ -379,8 +375,6 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			r.Wake(c)
 		}
 		switch {
-		case runnerstate.RetireRequested(c) && v.State == runnerstate.Idle:
-			obs.retiring = append(obs.retiring, c)
 		case v.State == runnerstate.Pending:
 			obs.pending = append(obs.pending, c)
 		case v.State == runnerstate.Idle:
@@ -462,18 +456,29 @@ func (r *Reconciler) deregister(ctx context.Context, s *scope, gh *github.Client
 
 // scaleDown asks the runner reconciler to retire up to n runners GitHub
 // reports idle for longer than idleTTL, oldest idle first
-// (runnerstate.RetireAnnotation). The runner's reconciler reads it fresh
-// right before removing its registration: a runner that took a job
-// meanwhile is never killed, and the request is taken back.
+// (runnerstate.RetireAnnotation), less those already asked. The runner's
+// reconciler reads it fresh right before removing its registration: a
+// runner that took a job meanwhile is never killed, and the request is
+// taken back. An idle runner asked to retire still counts as the idle
+// runner it is until its claim is deleted: it may take a job first (a job
+// whose record is still queued), and the pool must not make its
+// replacement beside it.
 func (r *Reconciler) scaleDown(ctx context.Context, s *scope, obs observed, n int) int {
 	ttl := runnerstate.IdleTTL(s.pool)
-	candidates := append([]*hypervisorv1alpha1.MachineClaim(nil), obs.idle...)
+	var candidates []*hypervisorv1alpha1.MachineClaim
+	for _, c := range obs.idle {
+		if runnerstate.RetireRequested(c) {
+			n--
+			continue
+		}
+		candidates = append(candidates, c)
+	}
 	sort.Slice(candidates, func(i, j int) bool {
 		return idleSince(s, candidates[i]).Before(idleSince(s, candidates[j]))
 	})
 	asked := 0
 	for _, c := range candidates {
-		if asked == n || s.now.Sub(idleSince(s, c)) < ttl {
+		if asked >= n || s.now.Sub(idleSince(s, c)) < ttl {
 			break
 		}
 		patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{runnerstate.RetireAnnotation: runnerstate.FormatTime(s.now)}}}
