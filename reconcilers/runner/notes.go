@@ -1,11 +1,10 @@
 package runner
 
 import (
+	"slices"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -80,26 +79,7 @@ func (r *Reconciler) view(c *hypervisorv1alpha1.MachineClaim) *hypervisorv1alpha
 // nothing but the notes this reconciler writes itself: it wrote them after
 // deciding with them. A retire request from the pool passes.
 func notOwnNotesOnly() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, ok := e.ObjectOld.(*hypervisorv1alpha1.MachineClaim)
-		after, ok2 := e.ObjectNew.(*hypervisorv1alpha1.MachineClaim)
-		if !ok || !ok2 {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(withoutOwnNotes(before), withoutOwnNotes(after))
-	}}
-}
-
-func withoutOwnNotes(c *hypervisorv1alpha1.MachineClaim) *hypervisorv1alpha1.MachineClaim {
-	c = c.DeepCopy()
-	c.ResourceVersion, c.ManagedFields = "", nil
-	for _, key := range runnerstate.RunnerNoteKeys {
-		delete(c.Annotations, key)
-	}
-	if len(c.Annotations) == 0 {
-		c.Annotations = nil
-	}
-	return c
+	return runnerstate.UnlessOnlyAnnotations(func(key string) bool { return slices.Contains(runnerstate.RunnerNoteKeys, key) })
 }
 
 // metav1LabelExists selects objects that carry label key.

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/clock"
@@ -17,7 +16,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -221,28 +219,7 @@ func (r *Reconciler) client(ctx context.Context, pool *hypervisorv1alpha1.Runner
 // burst's notes would otherwise be as many more pool reconciles. What
 // matters to the pool reaches it: a claim deleted, a machine ended.
 func notNotesOnly() predicate.Predicate {
-	return predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
-		before, ok := e.ObjectOld.(*hypervisorv1alpha1.MachineClaim)
-		after, ok2 := e.ObjectNew.(*hypervisorv1alpha1.MachineClaim)
-		if !ok || !ok2 {
-			return true
-		}
-		return !equality.Semantic.DeepEqual(withoutNotes(before), withoutNotes(after))
-	}}
-}
-
-// withoutNotes is a copy of c without its notes and what every write
-// changes (resourceVersion, managedFields).
-func withoutNotes(c *hypervisorv1alpha1.MachineClaim) *hypervisorv1alpha1.MachineClaim {
-	c = c.DeepCopy()
-	c.ResourceVersion, c.ManagedFields = "", nil
-	for key := range c.Annotations {
-		if strings.HasPrefix(key, hypervisorv1alpha1.NotesAnnotationPrefix) {
-			delete(c.Annotations, key)
-		}
-	}
-	if len(c.Annotations) == 0 {
-		c.Annotations = nil
-	}
-	return c
+	return runnerstate.UnlessOnlyAnnotations(func(key string) bool {
+		return strings.HasPrefix(key, hypervisorv1alpha1.NotesAnnotationPrefix)
+	})
 }
