@@ -155,6 +155,11 @@ func (r *Reconciler) next(s *scope) time.Duration {
 			after = min(after, max(d-age, 0)+time.Second)
 		}
 	case runnerstate.None:
+		if runnerstate.TerminalPhase(s.claim) && !s.verdict.Gone {
+			// Its machine ended while a listing from before still shows
+			// its registration: look again at the next listing.
+			after = min(after, 2*time.Second)
+		}
 		if at, ok := runnerstate.NoteTime(s.claim, runnerstate.FinishedAtAnnotation); ok && s.verdict.Finished && !s.named {
 			after = min(after, max(runnerstate.FinishedGrace-s.now.Sub(at), 0)+time.Second)
 		}

@@ -3,7 +3,10 @@ package runnerstate
 import (
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 )
 
@@ -59,6 +62,14 @@ func Judge(pool *hypervisorv1alpha1.RunnerPool, l Look) Verdict {
 	_, seenOnline := c.Annotations[SeenOnlineAnnotation]
 	age := l.Now.Sub(CreatedAt(c))
 	switch {
+	case TerminalPhase(c) && registered && !listedAfterEnd(l.ListedAt, c):
+		// An ephemeral runner removes its registration after its job and
+		// then its machine powers off, so the claim shows the end at once
+		// while a listing from before it still shows the registration.
+		// Judged on it, a finished runner would look like one whose machine
+		// died under it, and be retired instead of held for its job: wait
+		// for a listing that started after the end.
+		return Verdict{State: None}
 	case TerminalPhase(c):
 		return Verdict{State: None, Gone: true, Finished: ranJob(pool, c, registered, seenOnline)}
 	case registered && rn.Online() && rn.Busy:
@@ -111,4 +122,17 @@ func ranJob(pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineCl
 		return false
 	}
 	return seenOnline || pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken
+}
+
+// listedAfterEnd reports whether a listing started at listedAt began after
+// c's machine ended: the Ready condition's last transition, the API
+// server's time to the second, with a second's margin as ListedAfter. A
+// claim that does not say when (no Ready condition) counts as ended long
+// ago.
+func listedAfterEnd(listedAt time.Time, c *hypervisorv1alpha1.MachineClaim) bool {
+	ready := apimeta.FindStatusCondition(c.Status.Conditions, meta.ReadyCondition)
+	if ready == nil {
+		return true
+	}
+	return !listedAt.IsZero() && ready.LastTransitionTime.Add(time.Second).Before(listedAt)
 }

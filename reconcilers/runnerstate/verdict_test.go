@@ -27,6 +27,10 @@ func TestJudge(t *testing.T) {
 		c.Annotations = map[string]string{SeenOnlineAnnotation: FormatTime(now.Add(-time.Minute))}
 		return c
 	}
+	endedAt := func(c *hypervisorv1alpha1.MachineClaim, at time.Time) *hypervisorv1alpha1.MachineClaim {
+		c.Status.Conditions = []metav1.Condition{{Type: "Ready", Status: metav1.ConditionFalse, LastTransitionTime: metav1.NewTime(at)}}
+		return c
+	}
 	jit, token := pool(hypervisorv1alpha1.JITConfig), pool(hypervisorv1alpha1.RegistrationToken)
 	online := github.Runner{Name: "p-a", Status: github.RunnerOnline, Labels: RunnerLabels(jit)}
 	busy := online
@@ -43,6 +47,8 @@ func TestJudge(t *testing.T) {
 		{"EndedUnregisteredJIT", jit, Look{Claim: claim(ended, time.Minute)}, Verdict{State: None, Gone: true, Finished: true}},
 		{"EndedUnregisteredTokenNeverOnline", token, Look{Claim: claim(ended, time.Minute)}, Verdict{State: None, Gone: true}},
 		{"EndedUnregisteredTokenSeenOnline", token, Look{Claim: seen(claim(ended, time.Minute))}, Verdict{State: None, Gone: true, Finished: true}},
+		{"EndedRegisteredInAListingFromBeforeTheEnd", jit, Look{Claim: endedAt(claim(ended, time.Minute), now), Runner: online, Registered: true, ListedAt: now.Add(-time.Second)}, Verdict{State: None}},
+		{"EndedStillRegisteredInAListingAfterTheEnd", jit, Look{Claim: endedAt(claim(ended, time.Minute), now.Add(-5*time.Second)), Runner: online, Registered: true, ListedAt: now}, Verdict{State: None, Gone: true}},
 		{"EndedStillRegistered", jit, Look{Claim: claim(ended, time.Minute), Runner: online, Registered: true}, Verdict{State: None, Gone: true}},
 		{"Busy", jit, Look{Claim: claim(running, 25*time.Hour), Runner: busy, Registered: true}, Verdict{State: Busy, Online: true}},
 		{"Idle", jit, Look{Claim: claim(running, time.Minute), Runner: online, Registered: true}, Verdict{State: Idle, Online: true}},
