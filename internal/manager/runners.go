@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -13,9 +14,12 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
+	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runner"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // RunnerOptions configure the RunnerPool reconciler and the webhook receiver.
@@ -59,9 +63,19 @@ func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
 // only) scales from those records.
 func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) error {
 	ro := o.Runners
+	// The pool and its runners share one client per pool and one listing
+	// of the runners registered per credential and scope.
+	gh := &runnerstate.GitHub{Secrets: secrets, Clients: github.NewClients(), RateLimiter: github.DefaultRateLimiter(), Timeout: ro.GitHubTimeout}
+	listing := &runnerlist.Cache{Interval: cmp.Or(ro.SyncInterval, 15*time.Second)}
+	runners := &runner.Reconciler{
+		Client: mgr.GetClient(), GitHub: gh, Runners: listing, Recorder: mgr.GetEventRecorder("runner"),
+		Clock: ro.Clock, SyncInterval: ro.SyncInterval, MaxConcurrentReconciles: o.Workers.For(WorkersRunner),
+	}
+	if err := runners.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	r := &runnerpool.Reconciler{
-		Client: mgr.GetClient(), Secrets: secrets, GitHub: github.NewClients(), RateLimiter: github.DefaultRateLimiter(),
-		GitHubTimeout: ro.GitHubTimeout, Recorder: mgr.GetEventRecorder("runnerpool"),
+		Client: mgr.GetClient(), GitHub: gh, Runners: listing, Wake: runners.Wake, Recorder: mgr.GetEventRecorder("runnerpool"),
 		Runner: ro.Runner, AgentPath: ro.AgentPath, SyncInterval: ro.SyncInterval, FinalizationTimeout: o.FinalizationTimeout,
 		Clock: ro.Clock, MaxConcurrentReconciles: o.Workers.For(WorkersRunnerPool),
 	}

@@ -14,11 +14,12 @@ const (
 	WorkersMachineClaim              = "machineclaim"
 	WorkersCyberdesk                 = "cyberdesk"
 	WorkersRunnerPool                = "runnerpool"
+	WorkersRunner                    = "runner"
 	WorkersPerformer                 = "performer"
 	WorkersExecutor                  = "hourglassexecutor"
 )
 
-var workerNames = []string{WorkersHypervisorCluster, WorkersHypervisorMachineTemplate, WorkersMachineClaim, WorkersCyberdesk, WorkersRunnerPool, WorkersPerformer, WorkersExecutor}
+var workerNames = []string{WorkersHypervisorCluster, WorkersHypervisorMachineTemplate, WorkersMachineClaim, WorkersCyberdesk, WorkersRunnerPool, WorkersRunner, WorkersPerformer, WorkersExecutor}
 
 // maxWorkers bounds a count: past it the workers only queue on the API
 // server's priority-and-fairness seats and the manager's memory grows.

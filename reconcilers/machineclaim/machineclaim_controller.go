@@ -6,6 +6,8 @@ package machineclaim
 import (
 	"context"
 	"fmt"
+	"maps"
+	"strings"
 	"sync"
 	"time"
 
@@ -122,7 +124,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.MachineClaim{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, attestationChanged))).
+			predicate.GenerationChangedPredicate{}, annotationsChanged, attestationChanged))).
 		Watches(&hypervisorv1alpha1.HypervisorMachineTemplate{}, handler.EnqueueRequestsFromMapFunc(r.claimsForTemplate)).
 		WatchesRawSource(source.Func(r.wakes)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
@@ -141,6 +143,29 @@ func (r *Reconciler) wakes(_ context.Context, q workqueue.TypedRateLimitingInter
 		q.Add(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: o.Name}})
 	})
 	return nil
+}
+
+// annotationsChanged passes a claim whose annotations changed (a nudge,
+// kubectl annotate), except its owner's notes (NotesAnnotationPrefix):
+// nothing here reads them, and a pool writes them as its runners go idle
+// and busy.
+var annotationsChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !maps.Equal(withoutNotes(e.ObjectOld.GetAnnotations()), withoutNotes(e.ObjectNew.GetAnnotations()))
+	},
+	CreateFunc:  func(event.CreateEvent) bool { return false },
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
+}
+
+func withoutNotes(annotations map[string]string) map[string]string {
+	out := make(map[string]string, len(annotations))
+	for k, v := range annotations {
+		if !strings.HasPrefix(k, hypervisorv1alpha1.NotesAnnotationPrefix) {
+			out[k] = v
+		}
+	}
+	return out
 }
 
 // attestationChanged passes a claim whose attestation phase changed: the

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -67,6 +68,6 @@ func leftBehind(timeout time.Duration, pool *hypervisorv1alpha1.RunnerPool, s *s
 		}
 		fmt.Fprintf(&b, "MachineClaims left: %s%s (their finalizers, or the orphan sweeper, delete their machines); ", strings.Join(named, ", "), more)
 	}
-	fmt.Fprintf(&b, "remove any runner still registered on GitHub with the label %s (Settings → Actions → Runners).", poolRunnerLabel(pool))
+	fmt.Fprintf(&b, "remove any runner still registered on GitHub with the label %s (Settings → Actions → Runners).", runnerstate.PoolRunnerLabel(pool))
 	return b.String()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // A pool whose claims the API server refuses to delete, for good, is
@@ -53,10 +54,10 @@ func TestPoolReleasedAtDeadlineWhenClaimsCannotBeDeleted(t *testing.T) {
 	for _, e := range list.Items {
 		warned = warned || (e.Regarding.Kind == "RunnerPool" && e.Regarding.Name == "pinned" &&
 			e.Type == corev1.EventTypeWarning && e.Reason == "FinalizerDeadlineExceeded" &&
-			strings.Contains(e.Note, claim.Name) && strings.Contains(e.Note, runnerpool.PoolRunnerLabel(pool)))
+			strings.Contains(e.Note, claim.Name) && strings.Contains(e.Note, runnerstate.PoolRunnerLabel(pool)))
 	}
 	if !warned {
-		t.Errorf("no FinalizerDeadlineExceeded Warning naming claim %s and label %s: %v", claim.Name, runnerpool.PoolRunnerLabel(pool), l.events("pinned"))
+		t.Errorf("no FinalizerDeadlineExceeded Warning naming claim %s and label %s: %v", claim.Name, runnerstate.PoolRunnerLabel(pool), l.events("pinned"))
 	}
 	// The claim the API server kept is still there, as the event said.
 	if err := l.c.Get(rootCtx, client.ObjectKeyFromObject(&claim), &hypervisorv1alpha1.MachineClaim{}); err != nil {

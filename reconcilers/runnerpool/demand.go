@@ -211,13 +211,6 @@ func (d *poolDemand) want(busy, finished []*hypervisorv1alpha1.MachineClaim) int
 	return len(busy) + max(0, d.queued-taken)
 }
 
-// unrecorded reports whether c, a runner that finished a job, ran a job no
-// record names yet: its claim stays (stopped) while it stands for one of
-// the queued records, so the count survives a failover.
-func (d *poolDemand) unrecorded(c *hypervisorv1alpha1.MachineClaim) bool {
-	return !d.named[c.Name]
-}
-
 // pruneJobs deletes the pool's finished records once past the retention,
 // and InProgress ones as old whose runner is no longer registered (their
 // completed delivery lost); a job still queued or waiting is never pruned

@@ -19,7 +19,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // syncInterval is the suite's SyncInterval, which is also how old a
@@ -195,7 +195,7 @@ func TestDeletedPoolDeregistersOnTheReserve(t *testing.T) {
 		p.Spec.GitHub = hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
 			CredentialsRef: meta.LocalObjectReference{Name: "reserve-pat"}, APIURL: sim.URL() + "/"}
 	})
-	label := runnerpool.PoolRunnerLabel(p)
+	label := runnerstate.PoolRunnerLabel(p)
 	// The runners register (just in time) on this GitHub; the suite's
 	// agents run theirs on the other, so they stay offline: registered.
 	ours := func() int {

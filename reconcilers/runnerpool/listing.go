@@ -6,6 +6,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // refreshIfFinished replaces the reconcile's shared runner listing with a
@@ -20,7 +21,7 @@ import (
 func (r *Reconciler) refreshIfFinished(ctx context.Context, s *scope) {
 	s.finished = finishedRunners(s.demand)
 	var stale []string
-	for _, rn := range ours(s.pool, s.runners) {
+	for _, rn := range runnerstate.Ours(s.pool, s.runners) {
 		if s.finished[rn.Name] && !s.mem.refreshedFor[rn.Name] {
 			stale = append(stale, rn.Name)
 		}

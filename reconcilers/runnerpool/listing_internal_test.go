@@ -11,6 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // A shared listing that still shows a runner whose job is recorded
@@ -29,13 +30,13 @@ func TestRefreshIfFinished(t *testing.T) {
 	t.Cleanup(gh.Close)
 	gscope := github.Scope{Owner: "acme", Repository: "widgets"}
 	pool := &hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: types.UID("0123456789abcdef")}}
-	jit, err := gh.GenerateJITConfig(t.Context(), gscope, github.JITConfigRequest{Name: "p-done", Labels: []string{poolRunnerLabel(pool)}})
+	jit, err := gh.GenerateJITConfig(t.Context(), gscope, github.JITConfigRequest{Name: "p-done", Labels: []string{runnerstate.PoolRunnerLabel(pool)}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	r := &Reconciler{Runners: &runnerlist.Cache{Interval: time.Hour}}
 	old, err := r.Runners.Get(t.Context(), gh, gscope)
-	if err != nil || len(ours(pool, old.Runners)) != 1 {
+	if err != nil || len(runnerstate.Ours(pool, old.Runners)) != 1 {
 		t.Fatalf("the shared listing = %+v, %v; want the runner", old.Runners, err)
 	}
 	// GitHub removes the ephemeral runner with its job; the record says so.
@@ -47,7 +48,7 @@ func TestRefreshIfFinished(t *testing.T) {
 		runners: old.Runners, demand: &poolDemand{records: []hypervisorv1alpha1.RunnerJob{completed}}}
 
 	r.refreshIfFinished(t.Context(), s)
-	if mine := ours(pool, s.runners); len(mine) != 0 {
+	if mine := runnerstate.Ours(pool, s.runners); len(mine) != 0 {
 		t.Fatalf("after the refresh the pool still sees %+v", mine)
 	}
 	if n := sim.Calls(githubsim.EndpointRepoListRunners); n != 2 {
@@ -79,7 +80,7 @@ func TestFinishedRunnerIsGoneWithoutBeingSeenOnline(t *testing.T) {
 		Status: hypervisorv1alpha1.MachineClaimStatus{Phase: hypervisorv1alpha1.MachineReady}}
 	newScope := func(records ...hypervisorv1alpha1.RunnerJob) *scope {
 		s := &scope{pool: pool, now: now, demand: &poolDemand{records: records},
-			mem: &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}}
+			mem: &poolMemory{refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}}
 		s.finished = finishedRunners(s.demand)
 		return s
 	}

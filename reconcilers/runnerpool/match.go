@@ -6,42 +6,8 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
-
-// DefaultRunnerLabels are the labels every runner has besides the pool's:
-// GitHub gives config.sh registrations self-hosted plus the OS and the
-// architecture, and a JIT registration gets the same from the pool. Pools run
-// Linux x64 runners.
-var DefaultRunnerLabels = []string{"self-hosted", "linux", "x64"}
-
-// RunnerLabels are the labels a pool's runners register with.
-func RunnerLabels(pool *hypervisorv1alpha1.RunnerPool) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, l := range append(append([]string(nil), DefaultRunnerLabels...), pool.Spec.Labels...) {
-		k := strings.ToLower(l)
-		if !seen[k] {
-			seen[k] = true
-			out = append(out, l)
-		}
-	}
-	return out
-}
-
-// labelsCover reports whether runner labels have every label of want,
-// ignoring case, as GitHub matches runs-on.
-func labelsCover(have, want []string) bool {
-	set := make(map[string]bool, len(have))
-	for _, h := range have {
-		set[strings.ToLower(h)] = true
-	}
-	for _, w := range want {
-		if !set[strings.ToLower(w)] {
-			return false
-		}
-	}
-	return true
-}
 
 // inScope reports whether a job's repository is one the pool's runners can
 // serve: the pool's repository, or any repository of the pool's organization.
@@ -95,7 +61,7 @@ func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job github.JobEvent) (*hyp
 	var fits []*hypervisorv1alpha1.RunnerPool
 	for i := range pools {
 		p := &pools[i]
-		if p.DeletionTimestamp != nil || !inScope(p, job) || !reachesScope(p) || !labelsCover(RunnerLabels(p), job.Labels) {
+		if p.DeletionTimestamp != nil || !inScope(p, job) || !reachesScope(p) || !runnerstate.LabelsCover(runnerstate.RunnerLabels(p), job.Labels) {
 			continue
 		}
 		fits = append(fits, p)
@@ -105,7 +71,7 @@ func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job github.JobEvent) (*hyp
 	}
 	sort.Slice(fits, func(i, j int) bool {
 		a, b := fits[i], fits[j]
-		if la, lb := len(RunnerLabels(a)), len(RunnerLabels(b)); la != lb {
+		if la, lb := len(runnerstate.RunnerLabels(a)), len(runnerstate.RunnerLabels(b)); la != lb {
 			return la < lb
 		}
 		if ra, rb := a.Spec.GitHub.Repository != "", b.Spec.GitHub.Repository != ""; ra != rb {

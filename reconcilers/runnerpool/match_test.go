@@ -8,6 +8,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // testPool is a pool whose credentials were seen to reach its scope.
@@ -145,7 +146,7 @@ func FuzzMatchPool(f *testing.F) {
 		if !ok {
 			return
 		}
-		if !labelsCover(RunnerLabels(p), job.Labels) || !inScope(p, job) {
+		if !runnerstate.LabelsCover(runnerstate.RunnerLabels(p), job.Labels) || !inScope(p, job) {
 			t.Fatalf("pool %s does not cover job %+v", p.Name, job)
 		}
 	})

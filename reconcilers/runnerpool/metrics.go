@@ -6,6 +6,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // Runner states, the state label of hyperfleet_runners.
@@ -23,10 +25,6 @@ var (
 		Name:    "hyperfleet_runner_queue_latency_seconds",
 		Help:    "Time from a workflow_job being queued to a runner taking it (its in_progress delivery), by pool.",
 		Buckets: []float64{1, 2, 5, 10, 20, 30, 45, 60, 90, 120, 180, 300, 600, 1200},
-	}, []string{"pool"})
-	deregistrationFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "hyperfleet_runner_deregistration_failures_total",
-		Help: "Attempts to remove a runner's GitHub registration that failed (they are retried), by pool.",
 	}, []string{"pool"})
 	runnersDesc = prometheus.NewDesc("hyperfleet_runners",
 		"Runners by pool and state (pending, idle, busy, deregistering), from each pool's last reconcile.", []string{"pool", "state"}, nil)
@@ -70,6 +68,7 @@ func (c *counts) Collect(ch chan<- prometheus.Metric) {
 
 func registerMetrics() {
 	registerOnce.Do(func() {
-		metrics.Registry.MustRegister(queueLatency, deregistrationFailures, runnerCounts)
+		metrics.Registry.MustRegister(queueLatency, runnerCounts)
+		runnerstate.RegisterMetrics()
 	})
 }

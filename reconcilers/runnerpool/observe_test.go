@@ -8,6 +8,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // A JIT runner's registration exists from before its claim was made until
@@ -42,12 +43,11 @@ func TestObserveJITRunnerGoneBetweenLooks(t *testing.T) {
 			claims := []hypervisorv1alpha1.MachineClaim{claim("p-booting"), claim("p-done")}
 			// p-booting's registration is there (offline: not started yet);
 			// p-done's runner ran its job and removed its registration.
-			runners := []github.Runner{{ID: 1, Name: "p-booting", Status: github.RunnerOffline, Labels: []string{poolRunnerLabel(pool)}}}
+			runners := []github.Runner{{ID: 1, Name: "p-booting", Status: github.RunnerOffline, Labels: []string{runnerstate.PoolRunnerLabel(pool)}}}
 			if c.method == hypervisorv1alpha1.RegistrationToken {
 				runners = nil // neither has registered yet
 			}
-			s := &scope{pool: pool, now: now, listedAt: c.listedAt, mem: &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{},
-				creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}}
+			s := &scope{pool: pool, now: now, listedAt: c.listedAt, mem: &poolMemory{creating: map[string]time.Time{}}}
 			obs := (&Reconciler{}).observe(s, claims, runners)
 			if len(obs.pending) != c.pending || obs.current() != c.current || len(obs.finished) != c.finished || len(obs.gone) != c.gone {
 				t.Fatalf("pending %d, current %d, finished %d, gone %d; want %d, %d, %d, %d",

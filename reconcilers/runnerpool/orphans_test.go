@@ -10,7 +10,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
-	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // A registration with the pool's mark and no claim (a crash between the
@@ -52,7 +52,7 @@ func TestOrphanRegistrationsAreDeregisteredOnlyWhenTheyAreThePools(t *testing.T)
 			_ = api.DeleteRunner(rootCtx, scope, id)
 		}
 	}()
-	orphan := register("orphans-crash", append(runnerpool.RunnerLabels(pool), runnerpool.PoolRunnerLabel(pool))...)
+	orphan := register("orphans-crash", append(runnerstate.RunnerLabels(pool), runnerstate.PoolRunnerLabel(pool))...)
 	eventually.That(t, time.Minute, func() (bool, string) {
 		_, ok := gh.Runner(orphan)
 		return !ok, fmt.Sprintf("the orphan %d is still registered; %s", orphan, describe(l.get("orphans")))

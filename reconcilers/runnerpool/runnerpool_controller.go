@@ -6,7 +6,7 @@ package runnerpool
 
 import (
 	"context"
-	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -24,7 +24,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
-	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -33,7 +33,7 @@ import (
 const Finalizer = "hypervisor.hyperfleet.io/runnerpool"
 
 // PoolLabel is on every MachineClaim and bootstrap Secret of a pool.
-const PoolLabel = "hyperfleet.io/runnerpool"
+const PoolLabel = runnerstate.PoolLabel
 
 // DefaultAgentPath is where runner images carry cmd/hyperfleet-bootstrap.
 const DefaultAgentPath = "/usr/local/bin/hyperfleet-bootstrap"
@@ -41,20 +41,18 @@ const DefaultAgentPath = "/usr/local/bin/hyperfleet-bootstrap"
 // Reconciler reconciles RunnerPools.
 type Reconciler struct {
 	Client client.Client
-	// Secrets reads the pools' GitHub credentials (a GET, label-gated).
-	Secrets *credentials.Reader
-	// GitHub keeps one client per credentials, shared by pools.
-	GitHub *github.Clients
-	// RateLimiter is the GitHub budget every pool shares.
-	RateLimiter *github.RateLimiter
+	// GitHub connects each pool with its own credentials; the runner
+	// reconciler shares it.
+	GitHub *runnerstate.GitHub
+	// Wake asks the runner reconciler to look at a runner soon (runner.
+	// Reconciler.Wake); nil: the runners look on their own schedule.
+	Wake func(*hypervisorv1alpha1.MachineClaim)
 	// Runners shares one listing of registered runners per credential and
 	// scope among the pools; nil: one whose interval is SyncInterval.
 	Runners *runnerlist.Cache
 	// Jobs shares the demand poll's listing of active jobs per credential
 	// and scope among the pools; nil: a new one.
 	Jobs *joblist.Cache
-	// GitHubTimeout bounds one GitHub request (30 s).
-	GitHubTimeout time.Duration
 	// Demand records the jobs GitHub announces as RunnerJobs; nil: one on
 	// the manager's client and APIReader.
 	Demand *Demand
@@ -78,19 +76,16 @@ type Reconciler struct {
 }
 
 // poolMemory is what a pool's reconciles remember between each other:
-// only caches and timers, nothing that a restart would make wrong.
+// only caches and timers, nothing that a restart would make wrong. What the
+// pool learns of each runner is on its claim (runnerstate's notes).
 type poolMemory struct {
-	idleSince  map[string]time.Time
-	seenOnline map[string]bool
 	// refreshedFor: finished runners a fresh listing was already taken for.
+	// Forgotten by a restart, which costs at most one listing more.
 	refreshedFor map[string]bool
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
-	// finishedAt: when a finished runner whose job no record names was
-	// first held back from retirement (holdFinished).
-	finishedAt map[string]time.Time
-	lastPoll   time.Time
+	lastPoll time.Time
 	// lastJobs is when the job listing the last poll used started, by
 	// Jobs' clock: the next poll takes a later one.
 	lastJobs time.Time
@@ -99,7 +94,7 @@ type poolMemory struct {
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerpools/finalizers,verbs=update
-// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=runnerjobs,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;patch;delete
 
@@ -126,8 +121,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.FinalizationTimeout == 0 {
 		r.FinalizationTimeout = 10 * time.Minute
 	}
-	if r.GitHubTimeout == 0 {
-		r.GitHubTimeout = github.DefaultTimeout
+	if r.GitHub.Timeout == 0 {
+		r.GitHub.Timeout = github.DefaultTimeout
 	}
 	if r.AgentPath == "" {
 		r.AgentPath = DefaultAgentPath
@@ -144,7 +139,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	registerMetrics()
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.RunnerPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
-		Owns(&hypervisorv1alpha1.MachineClaim{}).
+		Owns(&hypervisorv1alpha1.MachineClaim{}, builder.WithPredicates(notNotesOnly())).
 		Owns(&hypervisorv1alpha1.RunnerJob{}).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
@@ -166,8 +161,7 @@ func (r *Reconciler) memory(pool *hypervisorv1alpha1.RunnerPool) *poolMemory {
 }
 
 func newPoolMemory() *poolMemory {
-	return &poolMemory{idleSince: map[string]time.Time{}, seenOnline: map[string]bool{}, refreshedFor: map[string]bool{},
-		creating: map[string]time.Time{}, finishedAt: map[string]time.Time{}}
+	return &poolMemory{refreshedFor: map[string]bool{}, creating: map[string]time.Time{}}
 }
 
 // forgetter adapts a function to skeleton.Forgetter.
@@ -194,7 +188,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *
 			// runner the shared listing still shows asks for a fresh one
 			// (refreshIfFinished).
 			Phases: []skeleton.Phase[*scope]{
-				r.getTemplate, r.connectGitHub, r.readJobs, r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireFinished, r.scale,
+				r.getTemplate, r.connectGitHub, r.readJobs, r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireOrphans, r.scale,
 			},
 			Deletion: []skeleton.Phase[*scope]{r.deleteMachines, r.deregisterAll, r.release},
 			Status:   computeStatus,
@@ -208,7 +202,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *
 			Memory: []skeleton.Forgetter{
 				&r.pools,
 				runnerCounts,
-				forgetter(func(key types.NamespacedName) { r.GitHub.Forget(key.String()) }),
+				forgetter(r.GitHub.Forget),
 			},
 		},
 	}
@@ -216,34 +210,16 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *
 
 // client returns the GitHub client and scope of a pool.
 func (r *Reconciler) client(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) (*github.Client, github.Scope, error) {
-	g := pool.Spec.GitHub
-	scope := github.Scope{Owner: g.Owner, Repository: g.Repository, Organization: g.Organization}
-	if g.Repository == "" {
-		scope.Owner = ""
-	}
-	secret, err := r.Secrets.Secret(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: g.CredentialsRef.Name}, "spec.github.credentialsRef")
-	if err != nil {
-		return nil, scope, err
-	}
-	cfg, err := github.ConfigFromSecret(secret.Data)
-	if err != nil {
-		return nil, scope, &credentialsError{secret: g.CredentialsRef.Name, err: err}
-	}
-	cfg.BaseURL, cfg.Timeout, cfg.RateLimiter = g.APIURL, r.GitHubTimeout, r.RateLimiter
-	gh, err := r.GitHub.Get(client.ObjectKeyFromObject(pool).String(), cfg)
-	if err != nil {
-		return nil, scope, &credentialsError{secret: g.CredentialsRef.Name, err: err}
-	}
-	return gh, scope, nil
+	return r.GitHub.Client(ctx, pool)
 }
 
-type credentialsError struct {
-	secret string
-	err    error
+// notNotesOnly passes every claim event but an update that changed nothing
+// but the claim's notes: the runner reconciler's notes and the pool's own
+// retire requests say nothing the pool's next look would not see, and a
+// burst's notes would otherwise be as many more pool reconciles. What
+// matters to the pool reaches it: a claim deleted, a machine ended.
+func notNotesOnly() predicate.Predicate {
+	return runnerstate.UnlessOnlyAnnotations(func(key string) bool {
+		return strings.HasPrefix(key, hypervisorv1alpha1.NotesAnnotationPrefix)
+	})
 }
-
-func (e *credentialsError) Error() string {
-	return fmt.Sprintf("Secret %s (spec.github.credentialsRef): %v", e.secret, e.err)
-}
-
-func (e *credentialsError) Unwrap() error { return e.err }

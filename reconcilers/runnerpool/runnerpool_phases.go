@@ -4,11 +4,11 @@ import (
 	"cmp"
 	"context"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/big"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
@@ -26,11 +26,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
-
-// userDataKey is the bootstrap Secret's key a claim's userDataSecretRef names.
-const userDataKey = "user-data"
 
 // maxCreatesPerReconcile spreads a burst over several reconciles, so one
 // reconcile never spends minutes (and the GitHub budget) in one go. At 25,
@@ -51,20 +49,6 @@ const maxCreatesPerReconcile = 100
 // the MachineClaim reconciler on the same 2 cores (Create call p99 4.3 s
 // against 3.6 s; same benchmark as maxCreatesPerReconcile).
 const createParallelism = 16
-
-// retireParallelism is how many finished runners one reconcile removes at
-// once, and maxRetiresPerReconcile how many at most. Each removal is up to
-// three round trips in a row (the registration, the claim, its bootstrap
-// Secret), and the pool's scale-up runs after them in the same reconcile:
-// removed one at a time, the 130 runners a 500-job burst had finished took
-// 25.7 s, and the jobs still queued waited for it (Create call p99 55-66 s;
-// 18.2 s with these; RUNNERS_N=500 go test -bench
-// 'RunnerLatency/jobs=500/maxReplicas=500$' ./internal/bench/runners/).
-// The same 16 as createParallelism.
-const (
-	retireParallelism      = 16
-	maxRetiresPerReconcile = 100
-)
 
 // scope is one reconcile: the pool, its memory, the time it started, and
 // what the phases observed and decided, from which computeStatus writes the
@@ -102,7 +86,9 @@ type scope struct {
 	obs *observed
 	// demand is the pool's recorded jobs (readJobs), as the poll left them.
 	demand *poolDemand
-	// pendingDereg counts registrations retireFinished could not remove yet.
+	// pendingDereg counts registrations that could not be removed yet: the
+	// orphans retireOrphans failed on, and the runners whose reconciler
+	// noted a failed deregistration.
 	pendingDereg int
 	// scaled is what scale decided, with the demand it scaled for; nil
 	// until it ran.
@@ -131,16 +117,13 @@ type observed struct {
 	pending, idle, busy []*hypervisorv1alpha1.MachineClaim
 	// gone: claims whose machine ended or whose runner finished its job.
 	gone []*hypervisorv1alpha1.MachineClaim
-	// finished: the gone claims whose runner ran a job (an ephemeral
-	// runner deregisters itself after its one job).
+	// finished: the claims whose runner ran a job (an ephemeral runner
+	// deregisters itself after its one job).
 	finished []*hypervisorv1alpha1.MachineClaim
-	// ending: once retireFinished ran, the claims that are no runner any
-	// more (finished, or retired but refused) and still stand with a
-	// machine that has not ended: machines until they end, so they count
-	// against maxReplicas (room).
+	// ending: the claims that are no runner any more and still stand with
+	// a machine that has not ended: machines until they end or their claim
+	// is deleted, so they count against maxReplicas (room).
 	ending []*hypervisorv1alpha1.MachineClaim
-	// deleting: claims being deleted, by the pool or by someone else.
-	deleting []*hypervisorv1alpha1.MachineClaim
 	// orphans: registrations with the pool's label and no machine.
 	orphans []github.Runner
 	byName  map[string]github.Runner
@@ -192,7 +175,7 @@ func (r *Reconciler) connectGitHub(ctx context.Context, s *scope) (skeleton.Resu
 		// Refused credentials (or a scope they may not see) take the pool
 		// out of routing; a transient failure says nothing about them and
 		// keeps what the last listing proved.
-		var cred *credentialsError
+		var cred *runnerstate.CredentialsError
 		if _, permanent := providers.IsPermanent(err); permanent || errors.As(err, &cred) {
 			s.pool.Status.ReachedScope = ""
 		}
@@ -207,7 +190,8 @@ func (r *Reconciler) connectGitHub(ctx context.Context, s *scope) (skeleton.Resu
 	return skeleton.Continue(), nil
 }
 
-// observeRunners sorts the pool's claims by what GitHub says of their runners.
+// observeRunners sorts the pool's claims by what GitHub says of their
+// runners, judged as each runner's own reconciler judges it.
 func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Result, error) {
 	claims, err := r.claims(ctx, s.pool)
 	if err != nil {
@@ -219,114 +203,17 @@ func (r *Reconciler) observeRunners(ctx context.Context, s *scope) (skeleton.Res
 	return skeleton.Continue(), nil
 }
 
-// retireFinished removes what is over: finished runners, ended machines,
-// registrations that never came online in time, idle runners past their
-// lifetime, and registrations left without a machine.
-func (r *Reconciler) retireFinished(ctx context.Context, s *scope) (skeleton.Result, error) {
-	holding, finished := map[string]bool{}, make(map[string]bool, len(s.obs.finished))
-	for _, c := range s.obs.finished {
-		finished[c.Name] = true
-		if r.holdFinished(s, c) {
-			holding[c.Name] = true
-		}
-	}
-	for name := range s.mem.finishedAt {
-		if !finished[name] {
-			delete(s.mem.finishedAt, name)
-		}
-	}
-	var retiring []*hypervisorv1alpha1.MachineClaim
-	for _, c := range s.obs.gone {
-		if !holding[c.Name] {
-			retiring = append(retiring, c)
-		}
-	}
-	res := skeleton.Continue()
-	if len(retiring) > maxRetiresPerReconcile {
-		// The rest are retired by the next reconcile, soon: they no
-		// longer count as runners, so nothing waits on them.
-		retiring = retiring[:maxRetiresPerReconcile]
-		res = skeleton.Requeue(2 * time.Second)
-	}
-	gone, failed := r.retireAll(ctx, s, retiring)
-	s.pendingDereg += failed
-	s.obs.ending = standing(s.obs, gone)
+// retireOrphans removes the registrations of the pool left without a
+// machine (a crash between a JIT registration and its claim, a claim
+// deleted by hand). Each runner with a claim is retired by its own
+// reconciler.
+func (r *Reconciler) retireOrphans(ctx context.Context, s *scope) (skeleton.Result, error) {
 	for _, rn := range s.obs.orphans {
 		if err := r.deregister(ctx, s, s.gh, s.gscope, rn); err != nil {
 			s.pendingDereg++
 		}
 	}
-	// A claim deleted outside the retire path (kubectl delete) would leave
-	// its bootstrap Secret behind if its own finalizer missed it (an older
-	// Secret still owned by the pool); its user data was read at boot.
-	for _, c := range s.obs.deleting {
-		if err := r.deleteBootstrapSecret(ctx, s.pool, c); err != nil {
-			ctrl.LoggerFrom(ctx).Error(err, "Deleting a runner's bootstrap Secret failed", "claim", c.Name)
-		}
-	}
-	return res, nil
-}
-
-// standing are the claims sorted as gone or finished that still stand
-// with a machine that may run: not retired now (retired), not kept busy,
-// not ended.
-func standing(obs *observed, retired map[string]bool) []*hypervisorv1alpha1.MachineClaim {
-	seen := map[string]bool{}
-	for _, c := range obs.busy {
-		seen[c.Name] = true
-	}
-	var out []*hypervisorv1alpha1.MachineClaim
-	for _, c := range append(obs.gone[:len(obs.gone):len(obs.gone)], obs.finished...) {
-		if seen[c.Name] || retired[c.Name] || terminalPhase(c) {
-			continue
-		}
-		seen[c.Name] = true
-		out = append(out, c)
-	}
-	return out
-}
-
-// terminalPhase reports whether a claim's machine ended.
-func terminalPhase(c *hypervisorv1alpha1.MachineClaim) bool {
-	return c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed
-}
-
-// retireAll retires claims, retireParallelism at a time, and returns those
-// it retired, by name, and how many registrations could not be removed yet.
-func (r *Reconciler) retireAll(ctx context.Context, s *scope, claims []*hypervisorv1alpha1.MachineClaim) (done map[string]bool, failed int) {
-	var (
-		mu sync.Mutex
-		wg sync.WaitGroup
-	)
-	done = map[string]bool{}
-	// The goroutines read this copy; s.obs.busy grows under mu.
-	obs := *s.obs
-	slots := make(chan struct{}, retireParallelism)
-	for _, c := range claims {
-		slots <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-slots; wg.Done() }()
-			outcome := r.retire(ctx, s, s.gh, s.gscope, obs, c)
-			mu.Lock()
-			defer mu.Unlock()
-			switch outcome {
-			case notRetiredYet:
-				failed++
-			case keptBusy:
-				// It took a job since the listing this reconcile sorted by:
-				// it stays, and counts as the busy runner it is, or the pool
-				// would make its replacement beside it and go past
-				// maxReplicas.
-				s.obs.busy = append(s.obs.busy, c)
-			case retired:
-				done[c.Name] = true
-				s.mem.forgetRunner(c.Name)
-			}
-		}()
-	}
-	wg.Wait()
-	return done, failed
+	return skeleton.Continue(), nil
 }
 
 // scale makes runners up to the desired count, or removes idle ones above
@@ -362,9 +249,9 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 		}
 		after = 2 * time.Second
 	case current > desired:
-		removed := r.scaleDown(ctx, s, s.gh, s.gscope, obs, current-desired)
-		if removed > 0 {
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledDown", "Scale", "Removed %d idle runners (desired %d)", removed, desired)
+		asked := r.scaleDown(ctx, s, obs, current-desired)
+		if asked > 0 {
+			r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaledDown", "Scale", "Retiring %d idle runners (desired %d)", asked, desired)
 		}
 		if next := r.nextIdleExpiry(s, obs); next > 0 {
 			after = min(after, next)
@@ -423,9 +310,9 @@ func (r *Reconciler) deregisterAll(ctx context.Context, s *scope) (skeleton.Resu
 	if err == nil {
 		var snap runnerlist.Snapshot
 		if snap, err = r.Runners.Fresh(ctx, gh, gscope); err == nil {
-			for _, rn := range ours(pool, snap.Runners) {
+			for _, rn := range runnerstate.Ours(pool, snap.Runners) {
 				if derr := gh.DeleteRunner(ctx, gscope, rn.ID); derr != nil {
-					deregistrationFailures.WithLabelValues(s.key.String()).Inc()
+					runnerstate.DeregistrationFailed(s.key)
 					err = derr
 					s.cleanupLeft++
 				}
@@ -454,80 +341,59 @@ func (r *Reconciler) release(ctx context.Context, s *scope) (skeleton.Result, er
 	return skeleton.Stop(), nil
 }
 
-// observe sorts the pool's claims by what GitHub says of their runners.
+// observe sorts the pool's claims by what GitHub says of their runners,
+// and wakes each runner whose reconciler has something to note or do that
+// its claim does not say yet: the listing has no watch, and the pool's
+// reconciles are what read it.
 func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim, runners []github.Runner) observed {
 	pool := s.pool
 	obs := observed{byName: map[string]github.Runner{}}
-	mine := ours(pool, runners)
+	mine := runnerstate.Ours(pool, runners)
 	for _, rn := range mine {
 		obs.byName[rn.Name] = rn
+	}
+	var named map[string]bool
+	if s.demand != nil {
+		named = s.demand.named
 	}
 	live := map[string]bool{}
 	for i := range claims {
 		c := &claims[i]
 		live[c.Name] = true
 		if c.DeletionTimestamp != nil {
-			// Its machine is going; its registration goes below if needed,
-			// and its bootstrap Secret in retireFinished.
-			obs.deleting = append(obs.deleting, c)
+			// Its machine is going; its registration, if any, is an orphan
+			// once its claim is gone.
 			continue
 		}
+		if _, failed := c.Annotations[runnerstate.DeregistrationFailedAnnotation]; failed {
+			s.pendingDereg++
+		}
 		rn, registered := obs.byName[c.Name]
-		age := s.now.Sub(createdAt(c))
+		v := runnerstate.Judge(pool, runnerstate.Look{Claim: c, Runner: rn, Registered: registered,
+			JobCompleted: s.finished[c.Name], ListedAt: s.listedAt, Now: s.now})
+		if r.Wake != nil && needsLook(c, v, named[c.Name], s.now) {
+			r.Wake(c)
+		}
 		switch {
-		case terminalPhase(c):
-			obs.gone = append(obs.gone, c)
-			if ranJob(pool, c, registered, s.mem.seenOnline[c.Name]) {
-				obs.finished = append(obs.finished, c)
-			}
-		case registered && rn.Online() && rn.Busy:
-			s.mem.seenOnline[c.Name] = true
-			delete(s.mem.idleSince, c.Name)
-			obs.busy = append(obs.busy, c)
-		case registered && rn.Online():
-			s.mem.seenOnline[c.Name] = true
-			if _, ok := s.mem.idleSince[c.Name]; !ok {
-				s.mem.idleSince[c.Name] = s.now
-			}
-			if d := maxLifetime(pool); d > 0 && age > d {
-				obs.gone = append(obs.gone, c) // retired once idle, never mid-job
-				continue
-			}
-			if !labelsCover(rn.Labels, RunnerLabels(pool)) {
-				// Registered before the pool's labels changed: it cannot
-				// take the jobs the pool now takes, yet would count as their
-				// runner. Retired once idle, never mid-job, and replaced.
-				obs.gone = append(obs.gone, c)
-				continue
-			}
-			obs.idle = append(obs.idle, c)
-		case !registered && (s.mem.seenOnline[c.Name] || s.finished[c.Name]):
-			// An ephemeral runner deregisters itself after its job: the
-			// machine has nothing more to do. One whose job is recorded
-			// Completed ran, even if no shared listing saw it online.
-			obs.gone = append(obs.gone, c)
-			obs.finished = append(obs.finished, c)
-		case age > registrationTimeout(pool):
-			r.Recorder.Eventf(pool, nil, corev1.EventTypeWarning, "RegistrationTimeout", "Scale",
-				"Runner %s did not come online within %s; removing its registration and machine", c.Name, registrationTimeout(pool))
-			obs.gone = append(obs.gone, c)
-		case !registered && pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken && listedAfter(s.listedAt, c):
-			// A JIT registration exists from before the claim was made until
-			// the runner removes it after its job (ranJob): this runner ran
-			// its job between two looks and its machine is stopping. It is
-			// no longer a runner for the queued jobs; counted as pending
-			// until its machine was seen ended, such runners held up to 224
-			// of a 500-job burst and the last 35 jobs waited about 30 s
-			// (RUNNERS_N=500 go test -bench RunnerLatency ./internal/bench/runners/).
-			// It stands for a queued record like any finished runner, and is
-			// retired once its machine ended, never while it may still run
-			// (or, should its machine never end, at the registration timeout).
-			// The listing is the one pools share, and may be older than
-			// the claim: only one that started after the claim was made
-			// had to show its registration (listedAfter).
-			obs.finished = append(obs.finished, c)
-		default:
+		case v.State == runnerstate.Pending:
 			obs.pending = append(obs.pending, c)
+		case v.State == runnerstate.Idle:
+			obs.idle = append(obs.idle, c)
+		case v.State == runnerstate.Busy:
+			obs.busy = append(obs.busy, c)
+		case !runnerstate.TerminalPhase(c):
+			// Retired or not, it is a machine until its claim is deleted:
+			// one its reconciler is about to retire may yet be kept, busy
+			// with a job it took since this listing (GitHub refuses to
+			// deregister it), and its replacement beside it would go past
+			// maxReplicas.
+			obs.ending = append(obs.ending, c)
+		}
+		if v.Gone {
+			obs.gone = append(obs.gone, c)
+		}
+		if v.Finished {
+			obs.finished = append(obs.finished, c)
 		}
 	}
 	for name, at := range s.mem.creating {
@@ -539,12 +405,30 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 			live[name] = true // its JIT registration is no orphan either
 		}
 	}
+	for name := range s.mem.refreshedFor {
+		if !live[name] {
+			delete(s.mem.refreshedFor, name)
+		}
+	}
 	for _, rn := range mine {
 		if !live[rn.Name] {
 			obs.orphans = append(obs.orphans, rn)
 		}
 	}
 	return obs
+}
+
+// needsLook reports whether the runner of claim c, judged v, has something
+// its reconciler would note or do: a note its claim does not carry yet, a
+// retirement, a retire request to act on.
+func needsLook(c *hypervisorv1alpha1.MachineClaim, v runnerstate.Verdict, named bool, now time.Time) bool {
+	switch {
+	case runnerstate.Retires(c, v, named, now):
+		return true
+	case runnerstate.RetireRequested(c) && v.State != runnerstate.Pending:
+		return true
+	}
+	return len(runnerstate.NotesToWrite(c, v, named, now)) > 0
 }
 
 // desired is the runner count the pool scales to: the floor, raised by
@@ -559,136 +443,83 @@ func (r *Reconciler) desired(s *scope, obs observed) int {
 	return max(min(want, int(spec.MaxReplicas)), int(spec.MinReplicas))
 }
 
-// listedAfter reports whether a listing started at listedAt began after
-// claim c was made, so it shows the JIT registration made before c if that
-// registration still exists. The claim's creationTimestamp is the API
-// server's, to the second: a second's margin keeps a claim made just
-// before the listing pending rather than finished.
-func listedAfter(listedAt time.Time, c *hypervisorv1alpha1.MachineClaim) bool {
-	return !listedAt.IsZero() && c.CreationTimestamp.Add(time.Second).Before(listedAt)
-}
-
-// ranJob reports whether a claim whose machine ended ran a job: its runner
-// was seen online and is no longer registered (it deregistered itself after
-// its job). A process that never saw it online (a new leader) takes a JIT
-// runner's missing registration as the same sign: a JIT registration exists
-// from the claim's creation until the runner removes it after its job.
-func ranJob(pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineClaim, registered, seenOnline bool) bool {
-	if registered || c.Status.Phase != hypervisorv1alpha1.MachineTerminated {
-		return false
-	}
-	return seenOnline || pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken
-}
-
-// finishedGrace bounds how long a finished runner whose job no record names
-// is kept standing for a queued record: its job's deliveries normally land
-// within seconds, a lost one is redelivered or the poll (every minute by
-// default) catches up; past this the record is taken at its word.
-const finishedGrace = 2 * time.Minute
-
-// holdFinished reports whether finished claim c is kept a while longer
-// instead of retired: no record names its runner yet, so it stands for one
-// of the jobs recorded queued (poolDemand.want), and its claim is what
-// carries that across a failover. Its machine is already stopped.
-func (r *Reconciler) holdFinished(s *scope, c *hypervisorv1alpha1.MachineClaim) bool {
-	if !s.demand.unrecorded(c) {
-		return false
-	}
-	at, ok := s.mem.finishedAt[c.Name]
-	if !ok {
-		at = s.now
-		s.mem.finishedAt[c.Name] = at
-	}
-	return s.now.Sub(at) < finishedGrace
-}
-
-// retireOutcome is what retire did with a runner.
-type retireOutcome int
-
-const (
-	// retired: its registration and machine are gone, or going; the
-	// caller forgets the runner (poolMemory.forgetRunner).
-	retired retireOutcome = iota
-	// keptBusy: GitHub refused the deregistration because the runner is
-	// running a job, on a machine that is still there: it keeps its job.
-	keptBusy
-	// notRetiredYet: the registration could not be removed; retried.
-	notRetiredYet
-)
-
-// retire removes a claim whose runner is over: registration first (so
-// nothing new lands on it), then the machine. It may run beside others of
-// the same reconcile, so it only reads the scope.
-func (r *Reconciler) retire(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, c *hypervisorv1alpha1.MachineClaim) retireOutcome {
-	if rn, ok := obs.byName[c.Name]; ok {
-		if err := r.deregister(ctx, s, gh, gscope, rn); err != nil {
-			if errors.Is(err, github.ErrRunnerBusy) && !terminalPhase(c) {
-				return keptBusy
-			}
-			return notRetiredYet
-		}
-	}
-	if err := r.deleteRunnerMachine(ctx, s.pool, c); err != nil {
-		ctrl.LoggerFrom(ctx).Error(err, "Deleting a runner's MachineClaim failed", "claim", c.Name)
-	}
-	return retired
-}
-
-// forgetRunner drops what the pool remembered of a runner it removed.
-func (m *poolMemory) forgetRunner(name string) {
-	delete(m.idleSince, name)
-	delete(m.seenOnline, name)
-	delete(m.refreshedFor, name)
-}
-
 // deregister removes a runner's registration; a busy runner is refused by
 // GitHub (422) and left alone.
 func (r *Reconciler) deregister(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, rn github.Runner) error {
 	err := gh.DeleteRunner(ctx, gscope, rn.ID)
 	if err != nil && !errors.Is(err, providers.ErrNotFound) {
-		deregistrationFailures.WithLabelValues(client.ObjectKeyFromObject(s.pool).String()).Inc()
+		runnerstate.DeregistrationFailed(client.ObjectKeyFromObject(s.pool))
 		return err
 	}
 	return nil
 }
 
-// scaleDown removes up to n runners GitHub reports idle for longer than
-// idleTTL, oldest idle first, each checked again immediately before its
-// deregistration: a runner that took a job meanwhile is never killed.
-func (r *Reconciler) scaleDown(ctx context.Context, s *scope, gh *github.Client, gscope github.Scope, obs observed, n int) int {
-	ttl := idleTTL(s.pool)
-	candidates := append([]*hypervisorv1alpha1.MachineClaim(nil), obs.idle...)
+// scaleDown asks the runner reconciler to retire up to n runners GitHub
+// reports idle for longer than idleTTL, oldest idle first
+// (runnerstate.RetireAnnotation), less those already asked. The runner's
+// reconciler reads it fresh right before removing its registration: a
+// runner that took a job meanwhile is never killed, and the request is
+// taken back. An idle runner asked to retire still counts as the idle
+// runner it is until its claim is deleted: it may take a job first (a job
+// whose record is still queued), and the pool must not make its
+// replacement beside it.
+func (r *Reconciler) scaleDown(ctx context.Context, s *scope, obs observed, n int) int {
+	ttl := runnerstate.IdleTTL(s.pool)
+	var candidates []*hypervisorv1alpha1.MachineClaim
+	for _, c := range obs.idle {
+		if runnerstate.RetireRequested(c) {
+			n--
+			continue
+		}
+		candidates = append(candidates, c)
+	}
 	sort.Slice(candidates, func(i, j int) bool {
-		return s.mem.idleSince[candidates[i].Name].Before(s.mem.idleSince[candidates[j].Name])
+		return idleSince(s, candidates[i]).Before(idleSince(s, candidates[j]))
 	})
-	removed := 0
+	asked := 0
 	for _, c := range candidates {
-		if removed == n || s.now.Sub(s.mem.idleSince[c.Name]) < ttl {
+		if asked >= n || s.now.Sub(idleSince(s, c)) < ttl {
 			break
 		}
-		// The read that decides the deletion may spend the reserve with it.
-		fresh, err := gh.GetRunner(github.ForDeregistration(ctx), gscope, obs.byName[c.Name].ID)
-		if err != nil || fresh.Busy {
+		patch := map[string]any{"metadata": map[string]any{"annotations": map[string]any{runnerstate.RetireAnnotation: runnerstate.FormatTime(s.now)}}}
+		if err := r.patchClaim(ctx, c, patch); err != nil {
+			if !apierrors.IsNotFound(err) {
+				ctrl.LoggerFrom(ctx).Error(err, "Asking a runner to retire failed; asked again by the next reconcile", "claim", c.Name)
+			}
 			continue
 		}
-		if err := gh.DeleteRunner(ctx, gscope, fresh.ID); err != nil {
-			continue // ErrRunnerBusy: it took a job between the two calls
-		}
-		if err := r.deleteRunnerMachine(ctx, s.pool, c); err != nil {
-			continue
-		}
-		s.mem.forgetRunner(c.Name)
-		removed++
+		asked++
 	}
-	return removed
+	return asked
+}
+
+// idleSince is since when c's runner, seen online and idle, has been idle,
+// as its reconciler noted; not noted yet, it has just become idle.
+func idleSince(s *scope, c *hypervisorv1alpha1.MachineClaim) time.Time {
+	if t, ok := runnerstate.NoteTime(c, runnerstate.IdleSinceAnnotation); ok {
+		return t
+	}
+	return s.now
+}
+
+// patchClaim merge-patches a claim; the claim as listed is the cache's and
+// is not touched.
+func (r *Reconciler) patchClaim(ctx context.Context, c *hypervisorv1alpha1.MachineClaim, patch map[string]any) error {
+	body, err := json.Marshal(patch)
+	if err != nil {
+		return err
+	}
+	target := &hypervisorv1alpha1.MachineClaim{}
+	target.Namespace, target.Name = c.Namespace, c.Name
+	return r.Client.Patch(ctx, target, client.RawPatch(types.MergePatchType, body))
 }
 
 // nextIdleExpiry is how long until the next idle runner passes idleTTL.
 func (r *Reconciler) nextIdleExpiry(s *scope, obs observed) time.Duration {
-	ttl := idleTTL(s.pool)
+	ttl := runnerstate.IdleTTL(s.pool)
 	var next time.Duration
 	for _, c := range obs.idle {
-		left := ttl - s.now.Sub(s.mem.idleSince[c.Name])
+		left := ttl - s.now.Sub(idleSince(s, c))
 		if left > 0 && (next == 0 || left < next) {
 			next = left
 		}
@@ -741,7 +572,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	pool := s.pool
 	name := pool.Name + "-" + suffix()
 	cfg := runnerconfig.Config{Name: name, RunnerGroup: pool.Spec.RunnerGroup, Runner: s.runner,
-		Labels: append(append([]string(nil), pool.Spec.Labels...), poolRunnerLabel(pool))}
+		Labels: append(append([]string(nil), pool.Spec.Labels...), runnerstate.PoolRunnerLabel(pool))}
 	// JITConfig unless the pool chose RegistrationToken: a pool stored before
 	// the default changed reads as JITConfig (the API server defaults it).
 	if pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken {
@@ -749,7 +580,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		if err != nil {
 			return "", err
 		}
-		labels := append(RunnerLabels(pool), poolRunnerLabel(pool))
+		labels := append(runnerstate.RunnerLabels(pool), runnerstate.PoolRunnerLabel(pool))
 		jit, err := gh.GenerateJITConfig(ctx, gscope, github.JITConfigRequest{Name: name, Labels: labels, RunnerGroupID: groupID})
 		if err != nil {
 			return "", err
@@ -773,16 +604,16 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 			return "", err
 		}
 		data[credentialsKey] = creds
-		credsRef = &meta.SecretKeyReference{Name: bootstrapSecretName(name), Key: credentialsKey}
+		credsRef = &meta.SecretKeyReference{Name: runnerstate.BootstrapSecretName(name), Key: credentialsKey}
 	}
 	ud, err := runnerconfig.UserData(cfg, r.AgentPath)
 	if err != nil {
 		return "", err
 	}
-	data[userDataKey] = ud
+	data[runnerstate.UserDataKey] = ud
 	labels := map[string]string{PoolLabel: pool.Name}
 	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName(name), Namespace: pool.Namespace,
+		ObjectMeta: metav1.ObjectMeta{Name: runnerstate.BootstrapSecretName(name), Namespace: pool.Namespace,
 			Labels: map[string]string{PoolLabel: pool.Name, meta.CredentialsLabel: "true", meta.ForClaimLabel: name}},
 		Type:       corev1.SecretTypeOpaque,
 		StringData: data,
@@ -795,12 +626,12 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 	}
 	claim := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: pool.Namespace, Labels: labels,
-			Annotations: map[string]string{createdAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)},
+			Annotations: map[string]string{runnerstate.CreatedAtAnnotation: s.now.UTC().Format(time.RFC3339Nano)},
 			// Made with it, so the claim's reconciler need not write it.
 			Finalizers: []string{hypervisorv1alpha1.MachineClaimFinalizer}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef:          hypervisorv1alpha1.TemplateReference{Name: pool.Spec.TemplateRef.Name},
-			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: userDataKey},
+			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: runnerstate.UserDataKey},
 			CredentialsSecretRef: credsRef,
 		},
 	}
@@ -856,15 +687,12 @@ func (r *Reconciler) deleteRunnerMachine(ctx context.Context, pool *hypervisorv1
 
 // deleteBootstrapSecret deletes the Secret that held a runner's registration.
 func (r *Reconciler) deleteBootstrapSecret(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool, c *hypervisorv1alpha1.MachineClaim) error {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: bootstrapSecretName(c.Name), Namespace: pool.Namespace}}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: runnerstate.BootstrapSecretName(c.Name), Namespace: pool.Namespace}}
 	if err := r.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
 		return err
 	}
 	return nil
 }
-
-// bootstrapSecretName is the bootstrap Secret of the runner claim.
-func bootstrapSecretName(claim string) string { return claim + "-bootstrap" }
 
 func (r *Reconciler) claims(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) ([]hypervisorv1alpha1.MachineClaim, error) {
 	var list hypervisorv1alpha1.MachineClaimList
@@ -872,21 +700,6 @@ func (r *Reconciler) claims(ctx context.Context, pool *hypervisorv1alpha1.Runner
 		return nil, err
 	}
 	return list.Items, nil
-}
-
-// ours are the registrations carrying the pool's own label.
-func ours(pool *hypervisorv1alpha1.RunnerPool, runners []github.Runner) []github.Runner {
-	return runnerlist.Labelled(runners, poolRunnerLabel(pool))
-}
-
-// poolRunnerLabel marks a pool's registrations, so the pool finds its
-// runners (and their orphans) among everything else registered in the scope.
-func poolRunnerLabel(pool *hypervisorv1alpha1.RunnerPool) string {
-	uid := strings.ReplaceAll(string(pool.UID), "-", "")
-	if len(uid) > 12 {
-		uid = uid[:12]
-	}
-	return "hyperfleet-pool-" + uid
 }
 
 func suffix() string {
@@ -897,41 +710,4 @@ func suffix() string {
 		b[i] = letters[n.Int64()]
 	}
 	return string(b)
-}
-
-func idleTTL(p *hypervisorv1alpha1.RunnerPool) time.Duration {
-	if d := p.Spec.IdleTTL; d != nil {
-		return d.Duration
-	}
-	return 10 * time.Minute
-}
-
-func maxLifetime(p *hypervisorv1alpha1.RunnerPool) time.Duration {
-	if d := p.Spec.MaxLifetime; d != nil {
-		return d.Duration
-	}
-	return 24 * time.Hour
-}
-
-func registrationTimeout(p *hypervisorv1alpha1.RunnerPool) time.Duration {
-	if d := p.Spec.RegistrationTimeout; d != nil {
-		return d.Duration
-	}
-	return 15 * time.Minute
-}
-
-// createdAtAnnotation records when the pool made a runner's claim, by the
-// reconciler's own clock. Registration timeout and maxLifetime are measured
-// from it, so they agree with every other time the pool compares (idle
-// since, poll due), which come from the same clock. With the real clock it
-// equals the claim's creationTimestamp.
-const createdAtAnnotation = "hyperfleet.io/runner-created-at"
-
-// createdAt is when the pool made c: its annotation, or, for a claim made
-// before the annotation existed, its creationTimestamp.
-func createdAt(c *hypervisorv1alpha1.MachineClaim) time.Time {
-	if t, err := time.Parse(time.RFC3339Nano, c.Annotations[createdAtAnnotation]); err == nil {
-		return t
-	}
-	return c.CreationTimestamp.Time
 }

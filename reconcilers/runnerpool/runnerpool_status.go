@@ -11,6 +11,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -91,7 +92,7 @@ func scaledSummary(s *scope) conditions.Summary {
 // Secret or the App's grants change outside the pool); anything else is a
 // wait, retried when GitHub said to or after 5 s.
 func githubOutcome(err error) (conditions.Summary, time.Duration) {
-	var cred *credentialsError
+	var cred *runnerstate.CredentialsError
 	if p, ok := providers.IsPermanent(err); ok {
 		return conditions.Summary{State: conditions.Stalled, Reason: p.Reason, Message: p.Message}, 30 * time.Second
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions/conditionstest"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 func claimsOf(n int) []*hypervisorv1alpha1.MachineClaim {
@@ -62,7 +63,7 @@ func TestComputeStatus(t *testing.T) {
 		},
 		{
 			name: "the credentials Secret does not parse: stalled",
-			s:    scope{githubErr: &credentialsError{secret: "github-pat", err: errors.New("no token, and no appID/installationID/privateKey")}},
+			s:    scope{githubErr: &runnerstate.CredentialsError{Secret: "github-pat", Err: errors.New("no token, and no appID/installationID/privateKey")}},
 			want: want{state: conditions.Stalled, reason: "CredentialsInvalid",
 				message: "Secret github-pat (spec.github.credentialsRef): no token, and no appID/installationID/privateKey", stal: true},
 		},

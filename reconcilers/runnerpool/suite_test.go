@@ -27,6 +27,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 const (
@@ -123,7 +124,7 @@ func (l *lab) pool(name string, mutate ...func(*hypervisorv1alpha1.RunnerPool)) 
 		m(p)
 	}
 	l.create(p)
-	poolLabels.Store(name, runnerpool.PoolRunnerLabel(p))
+	poolLabels.Store(name, runnerstate.PoolRunnerLabel(p))
 	// A pool outlives its test (the test's namespace is never emptied
 	// here), and a later test's job with the same labels could go to it
 	// rather than to the later test's pool of the same name: the webhook

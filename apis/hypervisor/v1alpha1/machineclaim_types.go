@@ -27,6 +27,12 @@ import (
 // without it before it makes anything: each saves the write of adding it.
 const MachineClaimFinalizer = "hypervisor.hyperfleet.io/machine"
 
+// NotesAnnotationPrefix starts the annotations in which whoever owns a
+// claim keeps its own notes about it (a RunnerPool, about the claim's
+// runner). The claim's reconciler reads none of them, so their changes do
+// not wake it.
+const NotesAnnotationPrefix = "notes.hyperfleet.io/"
+
 // MachinePhase is the short lifecycle state shown by kubectl get.
 // +kubebuilder:validation:Enum=Pending;Provisioning;Running;Ready;Stopping;Terminated;Failed
 type MachinePhase string

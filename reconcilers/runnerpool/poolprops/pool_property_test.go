@@ -26,6 +26,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 )
 
 // The pools' timings, short so a sequence settles in seconds: the poll
@@ -770,7 +771,7 @@ func (sn *snapshot) machines() int {
 // every label job asks for.
 func (sn *snapshot) fits(j githubsim.Job) bool {
 	have := map[string]bool{}
-	for _, l := range runnerpool.RunnerLabels(sn.pool) {
+	for _, l := range runnerstate.RunnerLabels(sn.pool) {
 		have[strings.ToLower(l)] = true
 	}
 	for _, l := range j.Labels {
