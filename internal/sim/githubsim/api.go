@@ -80,6 +80,7 @@ func (s *Server) apiRoutes() *http.ServeMux {
 	handle(EndpointRepoListRunJobs, s.handleListRunJobs)
 	handle(EndpointRepoGetJob, s.handleGetJob)
 	handle(EndpointOrgListRepos, s.handleListOrgRepos)
+	handle(EndpointRunnerRegistration, s.handleRunnerRegistration)
 	mux.Handle("/", s.endpoint(EndpointUnknown, func(*reqCtx) (int, any, *apiError) { return 0, nil, notFound() }))
 	return mux
 }
@@ -130,6 +131,10 @@ func (s *Server) endpoint(name string, h apiHandler) http.Handler {
 		case EndpointUnknown:
 		case EndpointCreateInstallationToken:
 			rc.id, aerr = s.authenticateApp(r)
+		case EndpointRunnerRegistration:
+			// Authorized by the registration token in the body's scope
+			// (the handler checks it), charged to the scope.
+			rc.id = identity{kind: "registration", key: "registration"}
 		default:
 			rc.id, aerr = s.authenticate(r)
 		}

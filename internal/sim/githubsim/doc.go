@@ -42,6 +42,34 @@
 // Requests let a test check what happened, e.g. that no runner is left
 // registered.
 //
+// The runner scale-set API (scaleset.go, scaleset_api.go) is spoken well
+// enough that GitHub's own client, github.com/actions/scaleset and its
+// listener package, unmodified, drive it (scaleset_test.go):
+//
+//	POST   /actions/runner-registration            "RemoteAuth <registration token>" → the Actions service URL and an admin JWT
+//	GET    /_actions/_apis/runtime/runnergroups/?groupName=
+//	GET    /_actions/_apis/runtime/runnerscalesets?runnerGroupId=&name=
+//	POST   /_actions/_apis/runtime/runnerscalesets  409 for a taken name in the group
+//	GET, PATCH, DELETE /_actions/_apis/runtime/runnerscalesets/{id}
+//	POST   .../runnerscalesets/{id}/sessions        one session per scale set: 409 TaskAgentSessionConflictException
+//	PATCH, DELETE .../runnerscalesets/{id}/sessions/{session}
+//	GET    /_actions/_apis/runtime/queues/{session}/messages   long poll: a batch of at most 50 job messages with the statistics, or 202; 401 once the queue token expired
+//	DELETE .../queues/{session}/messages/{id}       acknowledges; an unacknowledged message is delivered again
+//	POST   .../runnerscalesets/{id}/acquirejobs     with the queue token
+//	POST   .../runnerscalesets/{id}/generatejitconfig  a JIT runner of the scale set; 409 AgentExistsException for a taken name
+//	GET, DELETE /_actions/_apis/distributedtask/pools/0/agents/{id}  a busy runner's removal is refused (JobStillRunningException)
+//
+// A queued job whose labels are all the scale set's is offered to it
+// (JobAvailable), assigned once acquired (JobAssigned, counted in
+// totalAssignedJobs), taken only by a runner of the scale set (JobStarted)
+// and finished (JobCompleted, result "succeeded", "failed" or "canceled").
+// The shapes are those the library decodes (field names and casing,
+// "RunnerSetting" included); no response recorded from GitHub's own
+// service was available to check them against, so that check is the
+// library's parsing. Not modelled: job reassignment after a missed
+// acquire, message ordering across sessions, and the broker's own error
+// bodies beyond the exception names the library matches.
+//
 // A typical test:
 //
 //	sim := githubsim.New(githubsim.Options{WebhookURL: hook.URL, WebhookSecret: "s3cret"})

@@ -71,6 +71,8 @@ type jobState struct {
 	groupName  string
 	headSHA    string
 	lose       []string // actions whose deliveries are lost (JobSpec.LoseDeliveries)
+	scaleSetID int      // the scale set it was offered to; 0 for none
+	acquired   bool     // its scale set acquired it: assigned to the scale set
 }
 
 // QueueJob queues a job on repo ("owner/name") needing labels and returns
@@ -159,6 +161,7 @@ func (s *Server) queueRunLocked(spec JobSpec) ([]*jobState, error) {
 		s.jobs[j.ID] = j
 		s.jobOrder = append(s.jobOrder, j.ID)
 		s.enqueueJobEvent(j, status)
+		s.offerToScaleSetLocked(j)
 		jobs = append(jobs, j)
 	}
 	return jobs, nil
@@ -175,6 +178,7 @@ func (s *Server) ApproveJob(id int64) error {
 	}
 	j.Status = JobQueued
 	s.enqueueJobEvent(j, JobQueued)
+	s.offerToScaleSetLocked(j)
 	s.dispatchLocked()
 	return nil
 }
@@ -250,6 +254,11 @@ func (s *Server) Job(id int64) (Job, bool) {
 // job's repository or on the organization owning it (every group here is
 // visible to all repositories), and has every label the job asks for.
 func covers(r *runnerState, j *jobState) bool {
+	// A scale set's job goes to its runners once acquired, and its runners
+	// take no other job.
+	if r.scaleSetID != j.scaleSetID || (j.scaleSetID != 0 && !j.acquired) {
+		return false
+	}
 	scopeOK := r.scope == strings.ToLower(j.repo.fullName()) ||
 		(j.repo.org != nil && r.scope == strings.ToLower(j.repo.org.login))
 	if !scopeOK {
@@ -291,6 +300,7 @@ func (s *Server) startJobLocked(j *jobState, r *runnerState) {
 		j.groupName = g.name
 	}
 	s.enqueueJobEvent(j, "in_progress")
+	s.scaleSetJobStartedLocked(j, r)
 	jobID := j.ID
 	s.kit.After(j.Duration, func() {
 		if j := s.jobs[jobID]; j != nil && j.Status == JobInProgress {
@@ -306,6 +316,7 @@ func (s *Server) completeJobLocked(j *jobState, conclusion string) {
 	j.Conclusion = conclusion
 	j.CompletedAt = s.clock.Now().UTC()
 	s.enqueueJobEvent(j, "completed")
+	s.scaleSetJobCompletedLocked(j)
 	if r := s.runners[j.RunnerID]; r != nil && r.jobID == j.ID {
 		r.busy, r.jobID = false, 0
 		if r.ephemeral {

@@ -44,6 +44,7 @@ type runnerState struct {
 	ephemeral   bool
 	jit         bool
 	jitClientID string // the credential inside its JIT config
+	scaleSetID  int    // the scale set it was generated for; 0 for none
 	registered  time.Time
 
 	running bool // run.sh was started and has not exited

@@ -43,6 +43,13 @@ type Options struct {
 	// RunnerStartDelay is how long a started runner takes to show online; default 0.
 	RunnerStartDelay time.Duration
 
+	// MessagePollWait is how long a scale set's message poll waits for a
+	// message before answering 202; default 50s, as GitHub's.
+	MessagePollWait time.Duration
+	// SessionTokenTTL is how long a message session's queue token is
+	// valid; default 1h.
+	SessionTokenTTL time.Duration
+
 	// WebhookURL receives workflow_job deliveries; empty records them unsent.
 	WebhookURL string
 	// WebhookSecret signs deliveries (X-Hub-Signature-256); empty sends them unsigned.

@@ -23,10 +23,11 @@ const enterprisePrefix = "/api/v3"
 // Server is a simulated GitHub reachable over HTTP. Create it with New, start
 // it with Start or StartOn, and stop it with Close.
 type Server struct {
-	opts  Options
-	clock clock.PassiveClock
-	api   *http.ServeMux
-	sim   *http.ServeMux
+	opts    Options
+	clock   clock.PassiveClock
+	api     *http.ServeMux
+	sim     *http.ServeMux
+	actions *http.ServeMux // the scale-set API's Actions service
 
 	// kit runs the server's lifetime: listener, timers, delays, the webhook
 	// worker, Close.
@@ -55,6 +56,11 @@ type Server struct {
 	jobOrder  []int64
 	nextJobID int64
 	nextRunID int64
+
+	// the scale-set API
+	scaleSets    map[int]*scaleSetState
+	nextScaleSet int
+	adminKey     []byte // signs the Actions service admin tokens
 
 	// webhooks
 	webhookURL    string
@@ -109,6 +115,9 @@ func New(opts Options) *Server {
 		rateLimit:     o.RateLimit,
 		budgets:       map[string]*simBudget{},
 		stats:         map[string]int{},
+		scaleSets:     map[int]*scaleSetState{},
+		nextScaleSet:  1,
+		adminKey:      randomBytes(32),
 	}
 	s.kit = simkit.New(simkit.Options{Name: "githubsim", ErrorLog: o.ErrorLog}, &s.mu)
 	s.pats["ghp_"+randomAlnum(36)] = true
@@ -125,6 +134,7 @@ func New(opts Options) *Server {
 	}
 	s.api = s.apiRoutes()
 	s.sim = s.simRoutes()
+	s.actions = s.actionsRoutes()
 	// The workers share one client, keeping a connection per worker.
 	client := &http.Client{Timeout: o.WebhookTimeout, Transport: deliveryTransport(o.DeliveryConcurrency)}
 	for range o.DeliveryConcurrency {
@@ -170,6 +180,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.sim.ServeHTTP(w, r)
 		return
 	}
+	if rest, ok := strings.CutPrefix(r.URL.Path, actionsPrefix+"/"); ok {
+		r2 := r.Clone(r.Context())
+		r2.URL.Path, r2.URL.RawPath = "/"+rest, ""
+		s.actions.ServeHTTP(w, r2)
+		return
+	}
 	r.Header.Del(prefixHeader) // only ServeHTTP sets it
 	if rest, ok := strings.CutPrefix(r.URL.Path, enterprisePrefix); ok && (rest == "" || rest[0] == '/') {
 		r2 := r.Clone(r.Context())
@@ -198,6 +214,9 @@ type apiError struct {
 	docURL     string
 	retryAfter time.Duration
 	header     http.Header
+	// actionsType is the .NET exception's type name of an Actions service
+	// error (actionsError); empty for a REST API error.
+	actionsType string
 }
 
 func (e *apiError) Error() string { return fmt.Sprintf("%d %s", e.status, e.message) }
@@ -236,6 +255,14 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	}
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(int64((e.retryAfter+time.Second-1)/time.Second), 10))
+	}
+	if e.actionsType != "" {
+		// The Actions service's shape: {"$id", "innerException",
+		// "message", "typeName", "typeKey", "errorCode", "eventId"}.
+		short := e.actionsType[strings.LastIndex(e.actionsType, ".")+1:]
+		writeJSON(w, e.status, map[string]any{"$id": "1", "innerException": nil, "message": e.message,
+			"typeName": e.actionsType + ", GitHub.DistributedTask.WebApi", "typeKey": short, "errorCode": 0, "eventId": 3000})
+		return
 	}
 	doc := e.docURL
 	if doc == "" {
