@@ -51,10 +51,10 @@
 //	GET    /_actions/_apis/runtime/runnerscalesets?runnerGroupId=&name=
 //	POST   /_actions/_apis/runtime/runnerscalesets  409 for a taken name in the group
 //	GET, PATCH, DELETE /_actions/_apis/runtime/runnerscalesets/{id}
-//	POST   .../runnerscalesets/{id}/sessions        one session per scale set: 409 TaskAgentSessionConflictException
-//	PATCH, DELETE .../runnerscalesets/{id}/sessions/{session}
-//	GET    /_actions/_apis/runtime/queues/{session}/messages   long poll: a batch of at most 50 job messages with the statistics, or 202; 401 once the queue token expired
-//	DELETE .../queues/{session}/messages/{id}       acknowledges; an unacknowledged message is delivered again
+//	POST   .../runnerscalesets/{id}/sessions        one session per scale set: 409 RunnerScaleSetSessionConflictException
+//	PATCH, DELETE .../runnerscalesets/{id}/sessions/{session}  400 RunnerScaleSetSessionExpiredException for a session that is gone
+//	GET    .../runnerscalesets/{id}/messages?sessionId=   long poll: a batch of at most 50 job messages with the statistics, or 202; 401 once the queue token expired
+//	DELETE .../runnerscalesets/{id}/messages/{id}?sessionId=   acknowledges; an unacknowledged message is delivered again
 //	POST   .../runnerscalesets/{id}/acquirejobs     with the queue token
 //	POST   .../runnerscalesets/{id}/generatejitconfig  a JIT runner of the scale set; 409 AgentExistsException for a taken name
 //	GET, DELETE /_actions/_apis/distributedtask/pools/0/agents/{id}  a busy runner's removal is refused (JobStillRunningException)
@@ -64,9 +64,12 @@
 // totalAssignedJobs), taken only by a runner of the scale set (JobStarted)
 // and finished (JobCompleted, result "succeeded", "failed" or "canceled").
 // The shapes are those the library decodes (field names and casing,
-// "RunnerSetting" included); no response recorded from GitHub's own
-// service was available to check them against, so that check is the
-// library's parsing. Not modelled: job reassignment after a missed
+// "RunnerSetting" included); the error answers carry the exception names,
+// namespaces and messages GitHub's service answered with in the logs of
+// actions-runner-controller's issue reports (409 for a second session,
+// 400 for a session that is gone, the queue under
+// _apis/runtime/runnerscalesets/{id}/messages?sessionId=). No full
+// response body recorded from GitHub was available beyond those. Not modelled: job reassignment after a missed
 // acquire, message ordering across sessions, and the broker's own error
 // bodies beyond the exception names the library matches.
 //

@@ -46,8 +46,8 @@ const (
 	EndpointAgentGet             = "GET /_apis/distributedtask/pools/0/agents/{id}"
 	EndpointAgentList            = "GET /_apis/distributedtask/pools/0/agents"
 	EndpointAgentDelete          = "DELETE /_apis/distributedtask/pools/0/agents/{id}"
-	EndpointMessageGet           = "GET /_apis/runtime/queues/{session}/messages"
-	EndpointMessageDelete        = "DELETE /_apis/runtime/queues/{session}/messages/{message}"
+	EndpointMessageGet           = "GET /_apis/runtime/runnerscalesets/{id}/messages"
+	EndpointMessageDelete        = "DELETE /_apis/runtime/runnerscalesets/{id}/messages/{message}"
 )
 
 // scaleSetState is a registered runner scale set.

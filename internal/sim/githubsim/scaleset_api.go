@@ -19,10 +19,12 @@ const (
 	exAgentExists     = "GitHub.DistributedTask.WebApi.AgentExistsException"
 	exAgentNotFound   = "GitHub.DistributedTask.WebApi.AgentNotFoundException"
 	exJobStillRunning = "GitHub.DistributedTask.WebApi.JobStillRunningException"
-	exSessionConflict = "GitHub.DistributedTask.WebApi.TaskAgentSessionConflictException"
-	exScaleSetExists  = "GitHub.DistributedTask.WebApi.RunnerScaleSetExistsException"
-	exScaleSetMissing = "GitHub.DistributedTask.WebApi.RunnerScaleSetNotFoundException"
-	exSessionExpired  = "GitHub.DistributedTask.WebApi.TaskAgentSessionExpiredException"
+	// The scale-set service's own, as GitHub's answers in
+	// actions-runner-controller's issue reports spell them.
+	exSessionConflict = "GitHub.Actions.Runtime.WebApi.RunnerScaleSetSessionConflictException"
+	exScaleSetExists  = "GitHub.Actions.Runtime.WebApi.RunnerScaleSetExistsException"
+	exScaleSetMissing = "GitHub.Actions.Runtime.WebApi.RunnerScaleSetNotFoundException"
+	exSessionExpired  = "GitHub.Actions.Runtime.WebApi.RunnerScaleSetSessionExpiredException"
 	exInvalidRequest  = "System.ArgumentException"
 )
 
@@ -109,10 +111,11 @@ func (s *Server) actionsRoutes() *http.ServeMux {
 	admin(EndpointSessionCreate, s.withScaleSet(s.handleSessionCreate))
 	admin(EndpointSessionRefresh, s.withScaleSet(s.handleSessionRefresh))
 	admin(EndpointSessionDelete, s.withScaleSet(func(rc *reqCtx, ss *scaleSetState) (int, any, *apiError) {
-		if ss.session != nil && ss.session.id == rc.r.PathValue("session") {
-			close(ss.session.wake)
-			ss.session = nil
+		if ss.session == nil || ss.session.id != rc.r.PathValue("session") {
+			return 0, nil, actionsError(http.StatusBadRequest, exSessionExpired, "The session identifier %s is not valid.", rc.r.PathValue("session"))
 		}
+		close(ss.session.wake)
+		ss.session = nil
 		return http.StatusNoContent, nil, nil
 	}))
 	// Acquiring is authorized by the session's queue token, as GitHub's is.
@@ -299,7 +302,7 @@ func (s *Server) handleSessionCreate(rc *reqCtx, ss *scaleSetState) (int, any, *
 	}
 	if ss.session != nil {
 		return 0, nil, actionsError(http.StatusConflict, exSessionConflict,
-			"The actions runner scale set %s already has an active session for owner %s.", ss.name, ss.session.owner)
+			"The actions runner scaleset %s already has an active session.", ss.name)
 	}
 	ss.session = &scaleSession{id: simkit.RandomUUID(), owner: req.OwnerName, wake: make(chan struct{})}
 	s.newQueueTokenLocked(ss.session)
@@ -310,7 +313,7 @@ func (s *Server) handleSessionCreate(rc *reqCtx, ss *scaleSetState) (int, any, *
 
 func (s *Server) handleSessionRefresh(rc *reqCtx, ss *scaleSetState) (int, any, *apiError) {
 	if ss.session == nil || ss.session.id != rc.r.PathValue("session") {
-		return 0, nil, actionsError(http.StatusNotFound, exSessionExpired, "The session %s was not found.", rc.r.PathValue("session"))
+		return 0, nil, actionsError(http.StatusBadRequest, exSessionExpired, "The session identifier %s is not valid.", rc.r.PathValue("session"))
 	}
 	s.newQueueTokenLocked(ss.session)
 	return http.StatusOK, s.sessionWire(ss), nil
@@ -325,24 +328,25 @@ func (s *Server) sessionWire(ss *scaleSetState) map[string]any {
 	se := ss.session
 	return map[string]any{
 		"sessionId": se.id, "ownerName": se.owner, "runnerScaleSet": s.scaleSetWire(ss),
-		"messageQueueUrl":         s.kit.URL() + strings.TrimPrefix(actionsPrefix, "/") + "/_apis/runtime/queues/" + se.id + "/messages",
+		"messageQueueUrl":         s.kit.URL() + strings.TrimPrefix(actionsPrefix, "/") + "/_apis/runtime/runnerscalesets/" + itoa(ss.id) + "/messages?sessionId=" + se.id,
 		"messageQueueAccessToken": se.token,
 		"statistics":              s.scaleSetStatsLocked(ss),
 	}
 }
 
-// sessionByQueue finds the open session whose queue the path names and
-// checks its token. The caller holds s.mu.
+// sessionByQueue finds the scale set whose open session the request names
+// (the path's scale set, the sessionId query) and checks the session's
+// queue token. The caller holds s.mu.
 func (s *Server) sessionByQueue(r *http.Request, id string) (*scaleSetState, *apiError) {
-	for _, ss := range s.scaleSets {
-		if se := ss.session; se != nil && se.id == id {
-			if bearer(r) != se.token || !s.clock.Now().Before(se.tokenExpires) {
-				return nil, actionsError(http.StatusUnauthorized, "GitHub.Services.Common.VssUnauthorizedException", "The message queue token is invalid or has expired.")
-			}
-			return ss, nil
-		}
+	n, _ := strconv.Atoi(r.PathValue("id"))
+	ss := s.scaleSets[n]
+	if ss == nil || ss.session == nil || ss.session.id != id {
+		return nil, actionsError(http.StatusBadRequest, exSessionExpired, "The session identifier %s is not valid.", id)
 	}
-	return nil, actionsError(http.StatusNotFound, exSessionExpired, "The session %s was not found or has ended.", id)
+	if bearer(r) != ss.session.token || !s.clock.Now().Before(ss.session.tokenExpires) {
+		return nil, actionsError(http.StatusUnauthorized, "GitHub.Services.Common.VssUnauthorizedException", "The message queue token is invalid or has expired.")
+	}
+	return ss, nil
 }
 
 // pollMessage answers a long poll: the next message at once, else one as
@@ -353,7 +357,7 @@ func (s *Server) pollMessage(w *statusRecorder, rc *reqCtx) {
 	defer deadline.Stop()
 	for {
 		s.mu.Lock()
-		ss, aerr := s.sessionByQueue(rc.r, rc.r.PathValue("session"))
+		ss, aerr := s.sessionByQueue(rc.r, rc.r.URL.Query().Get("sessionId"))
 		if aerr != nil {
 			s.mu.Unlock()
 			writeError(w, aerr)
@@ -387,7 +391,7 @@ func (s *Server) pollMessage(w *statusRecorder, rc *reqCtx) {
 }
 
 func (s *Server) handleMessageDelete(rc *reqCtx) (int, any, *apiError) {
-	ss, aerr := s.sessionByQueue(rc.r, rc.r.PathValue("session"))
+	ss, aerr := s.sessionByQueue(rc.r, rc.r.URL.Query().Get("sessionId"))
 	if aerr != nil {
 		return 0, nil, aerr
 	}

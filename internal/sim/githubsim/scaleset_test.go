@@ -136,7 +136,7 @@ func TestScaleSetClientServesAJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.MessageSessionClient(ctx, ss.ID, "hyperfleet-b"); err == nil || !strings.Contains(err.Error(), "TaskAgentSessionConflictException") {
+	if _, err := c.MessageSessionClient(ctx, ss.ID, "hyperfleet-b"); err == nil || !strings.Contains(err.Error(), "RunnerScaleSetSessionConflictException") {
 		t.Fatalf("a second session on the scale set: %v, want GitHub's session conflict", err)
 	}
 
