@@ -49,6 +49,11 @@ type Options struct {
 	// SessionTokenTTL is how long a message session's queue token is
 	// valid; default 1h.
 	SessionTokenTTL time.Duration
+	// SessionIdleTimeout is how long a message session nobody polls stays
+	// open, refusing another (409), before it lapses: a listener that died
+	// without deleting its session holds the scale set that long. GitHub
+	// does not publish its figure; default 2m.
+	SessionIdleTimeout time.Duration
 
 	// WebhookURL receives workflow_job deliveries; empty records them unsent.
 	WebhookURL string

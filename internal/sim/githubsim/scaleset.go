@@ -77,6 +77,10 @@ type scaleSession struct {
 	// wake is closed (and replaced) when a job message is added, to answer
 	// a waiting long poll.
 	wake chan struct{}
+	// lastSeen is when it was created or last polled; polling counts the
+	// polls waiting now. An idle session lapses (SessionIdleTimeout).
+	lastSeen time.Time
+	polling  int
 }
 
 type scaleMessage struct {
@@ -375,6 +379,17 @@ func itoa(n int) string { return itoa64(int64(n)) }
 func itoa64(n int64) string {
 	b, _ := json.Marshal(n)
 	return string(b)
+}
+
+// lapsedLocked reports whether ss's session was left by its holder: no
+// poll waiting, and none for SessionIdleTimeout. The caller holds s.mu.
+func (s *Server) lapsedLocked(ss *scaleSetState) bool {
+	idle := s.opts.SessionIdleTimeout
+	if idle <= 0 {
+		idle = 2 * time.Minute
+	}
+	se := ss.session
+	return se != nil && se.polling == 0 && s.clock.Now().Sub(se.lastSeen) >= idle
 }
 
 // sessionWait is how long a poll waits for a message before 202.

@@ -300,11 +300,15 @@ func (s *Server) handleSessionCreate(rc *reqCtx, ss *scaleSetState) (int, any, *
 	if err := json.Unmarshal(rc.body, &req); err != nil {
 		return 0, nil, actionsError(http.StatusBadRequest, exInvalidRequest, "the session could not be read: %v", err)
 	}
+	if s.lapsedLocked(ss) {
+		close(ss.session.wake)
+		ss.session = nil
+	}
 	if ss.session != nil {
 		return 0, nil, actionsError(http.StatusConflict, exSessionConflict,
 			"The actions runner scaleset %s already has an active session.", ss.name)
 	}
-	ss.session = &scaleSession{id: simkit.RandomUUID(), owner: req.OwnerName, wake: make(chan struct{})}
+	ss.session = &scaleSession{id: simkit.RandomUUID(), owner: req.OwnerName, wake: make(chan struct{}), lastSeen: s.clock.Now()}
 	s.newQueueTokenLocked(ss.session)
 	// Messages delivered and not acknowledged are delivered again to the
 	// new session.
@@ -363,6 +367,8 @@ func (s *Server) pollMessage(w *statusRecorder, rc *reqCtx) {
 			writeError(w, aerr)
 			return
 		}
+		se := ss.session
+		se.lastSeen = s.clock.Now()
 		if m := s.nextMessageLocked(ss, last); m != nil {
 			body, err := json.Marshal(m.body)
 			out := map[string]any{"messageId": m.id, "messageType": "RunnerScaleSetJobMessages", "body": string(body),
@@ -375,16 +381,27 @@ func (s *Server) pollMessage(w *statusRecorder, rc *reqCtx) {
 			writeJSON(w, http.StatusOK, out)
 			return
 		}
-		wake := ss.session.wake
+		wake := se.wake
+		se.polling++
 		s.mu.Unlock()
+		answered := false
 		select {
 		case <-wake:
 		case <-deadline.C:
-			w.WriteHeader(http.StatusAccepted)
-			return
+			answered = true
 		case <-rc.r.Context().Done():
-			return
+			answered = true
 		case <-s.kit.Closing():
+			answered = true
+		}
+		s.mu.Lock()
+		se.polling--
+		se.lastSeen = s.clock.Now()
+		s.mu.Unlock()
+		if answered {
+			if rc.r.Context().Err() == nil && !s.kit.Closed() {
+				w.WriteHeader(http.StatusAccepted)
+			}
 			return
 		}
 	}
