@@ -89,3 +89,27 @@ func TestOfferedSlotLapsesToTheNextInLine(t *testing.T) {
 		t.Fatalf("admit of the woken request = %q, %v", node, ok)
 	}
 }
+
+// While clones wait for a slot, a node's task list is read twice as often:
+// a clone's end is then what the next machine waits for. Without a queue
+// it is read every TaskPollInterval.
+func TestTaskPollIsFasterWhileClonesQueue(t *testing.T) {
+	a := newAdmission(1, 4)
+	p := &Provider{cfg: Config{TaskPollInterval: 200 * time.Millisecond}, admission: a}
+	if d := p.pollDelay(); d != 200*time.Millisecond {
+		t.Fatalf("no queue: next listing in %s, want 200ms", d)
+	}
+	if !a.tryAcquire(100, "pve1", "local-lvm") {
+		t.Fatal("the free slot was not taken")
+	}
+	if _, ok := a.admit(waiter{vmid: 101, nodes: []string{"pve1"}, storage: "local-lvm", since: time.Now()}, true); ok {
+		t.Fatal("a second clone was admitted to the node's one slot")
+	}
+	if d := p.pollDelay(); d != 100*time.Millisecond {
+		t.Fatalf("a clone queued: next listing in %s, want 100ms", d)
+	}
+	a.withdraw(101)
+	if d := p.pollDelay(); d != 200*time.Millisecond {
+		t.Fatalf("the queue gone: next listing in %s, want 200ms", d)
+	}
+}

@@ -55,7 +55,8 @@ type Config struct {
 	TaskTimeout time.Duration
 	// TaskPollInterval is how often a node with tasks of ours running has
 	// its task list read (one request per node, whatever the number of
-	// tasks): the most a machine waits past its task's end.
+	// tasks): the most a machine waits past its task's end. While clones
+	// queue for a slot the list is read twice as often.
 	TaskPollInterval time.Duration
 	// Installation is this installation's id: written on every VM (a tag and
 	// a description line) and into cloud-init ISO names, and required of

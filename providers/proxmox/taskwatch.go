@@ -12,7 +12,8 @@ import (
 
 // Task completion is observed per node, not per machine: while this
 // provider has tasks running on a node, one goroutine lists that node's
-// tasks (GET /nodes/{node}/tasks) every TaskPollInterval and, for each task
+// tasks (GET /nodes/{node}/tasks) every TaskPollInterval (half of it while
+// clones queue for a slot) and, for each task
 // the listing shows ended, records how it ended, gives back its clone slot
 // at once (to the longest-waiting queued clone, admission.go) and wakes
 // exactly its owner. However many machines are being made, a node costs
@@ -42,13 +43,28 @@ func (p *Provider) ensureWatcher(node string) {
 }
 
 func (p *Provider) watchNode(node string) {
-	tick := time.NewTicker(p.cfg.TaskPollInterval)
-	defer tick.Stop()
-	for range tick.C {
+	t := time.NewTimer(p.pollDelay())
+	defer t.Stop()
+	for range t.C {
 		if !p.pollNode(node) {
 			return
 		}
+		t.Reset(p.pollDelay())
 	}
+}
+
+// pollDelay is how long until a node's next task listing: TaskPollInterval,
+// or half of it while clones wait for a slot. Then a clone's end is what
+// the next machine waits for, and seeing it half an interval sooner on
+// average is the one part of a slot's hand-over the provider controls
+// (at 1,000 claims on 8 slots, about 100 of the 240 ms a freed slot
+// stood idle; make bench-claims). The extra listings are spent only
+// while there is a queue.
+func (p *Provider) pollDelay() time.Duration {
+	if p.admission.queued() > 0 {
+		return p.cfg.TaskPollInterval / 2
+	}
+	return p.cfg.TaskPollInterval
 }
 
 // pollNode lists node's tasks once and settles those that ended; false
