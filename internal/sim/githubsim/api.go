@@ -105,22 +105,32 @@ func (w *statusRecorder) Write(b []byte) (int, error) {
 	return w.ResponseWriter.Write(b)
 }
 
+// admitRequest counts a request to endpoint name, acts out a fault
+// injected for it (path is what faults match), and reads its body; false
+// when the request was answered (a fault, or unreadable, with unreadable).
+func (s *Server) admitRequest(rec *statusRecorder, r *http.Request, name, path string, unreadable *apiError) ([]byte, bool) {
+	s.mu.Lock()
+	s.stats[name]++
+	s.mu.Unlock()
+	if f, ok := s.takeFault(r.Method, path, name); ok && s.applyFault(rec, r, f) {
+		return nil, false
+	}
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
+	if err != nil {
+		writeError(rec, unreadable)
+		return nil, false
+	}
+	return body, true
+}
+
 // endpoint wraps a handler in what every GitHub API request goes through:
 // counting, injected faults, authentication, the rate-limit budget.
 func (s *Server) endpoint(name string, h apiHandler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.logRequest(r, name, rec.status) }()
-
-		s.mu.Lock()
-		s.stats[name]++
-		s.mu.Unlock()
-		if f, ok := s.takeFault(r.Method, r.URL.Path, name); ok && s.applyFault(rec, r, f) {
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-		if err != nil {
-			writeError(rec, errf(http.StatusBadRequest, "Problems parsing JSON"))
+		body, ok := s.admitRequest(rec, r, name, r.URL.Path, errf(http.StatusBadRequest, "Problems parsing JSON"))
+		if !ok {
 			return
 		}
 

@@ -2,7 +2,6 @@ package githubsim
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -139,15 +138,9 @@ func (s *Server) actionsEndpoint(name string, h func(rc *reqCtx) (int, any, *api
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		rec := &statusRecorder{ResponseWriter: w}
 		defer func() { s.logRequest(r, name, rec.status) }()
-		s.mu.Lock()
-		s.stats[name]++
-		s.mu.Unlock()
-		if f, ok := s.takeFault(r.Method, actionsPrefix+r.URL.Path, name); ok && s.applyFault(rec, r, f) {
-			return
-		}
-		body, err := io.ReadAll(io.LimitReader(r.Body, maxBody))
-		if err != nil {
-			writeError(rec, actionsError(http.StatusBadRequest, exInvalidRequest, "the request body could not be read"))
+		body, ok := s.admitRequest(rec, r, name, actionsPrefix+r.URL.Path,
+			actionsError(http.StatusBadRequest, exInvalidRequest, "the request body could not be read"))
+		if !ok {
 			return
 		}
 		rc := &reqCtx{r: r, body: body, header: http.Header{}}
