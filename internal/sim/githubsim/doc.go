@@ -69,7 +69,14 @@
 // actions-runner-controller's issue reports (409 for a second session,
 // 400 for a session that is gone, the queue under
 // _apis/runtime/runnerscalesets/{id}/messages?sessionId=). No full
-// response body recorded from GitHub was available beyond those. Not modelled: job reassignment after a missed
+// response body recorded from GitHub was available beyond those.
+//
+// GitHub's known scale-set faults are acted out on demand
+// (scaleset_faults.go): a JobCompleted while the job still runs
+// (CompleteEarly), a cancelled job's runner left registered and offline
+// (CancelLeavingGhost), job messages lost while the statistics stay true
+// (DropScaleSetMessages); a lost session is InjectFault on the poll, or
+// ExpireSessionTokens. Not modelled: job reassignment after a missed
 // acquire, message ordering across sessions, and the broker's own error
 // bodies beyond the exception names the library matches.
 //

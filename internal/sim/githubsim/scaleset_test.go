@@ -322,3 +322,118 @@ func TestScaleSetRunnerRemoval(t *testing.T) {
 		t.Fatalf("the removed runner: %v, want RunnerNotFoundError", err)
 	}
 }
+
+// The known faults an autoscaler must survive: a JobCompleted while the
+// job still runs (the runner stays busy, a second JobCompleted comes at
+// the real end), a cancelled job's runner left registered and offline (a
+// ghost), and job messages lost while the statistics stay true.
+func TestScaleSetFaults(t *testing.T) {
+	srv, c := startScaleSetSim(t, githubsim.Options{JobDuration: time.Hour})
+	ctx := context.Background()
+	ss := newScaleSet(t, c, "faults")
+	session, err := c.MessageSessionClient(ctx, ss.ID, "hyperfleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = session.Close(context.Background()) })
+	ids, err := srv.QueueRun(githubsim.JobSpec{Repo: "acme/widgets", Labels: []string{"faults"}, Matrix: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := session.AcquireJobs(ctx, ids); err != nil || len(got) != 2 {
+		t.Fatalf("acquiring: %v, %v", got, err)
+	}
+	for _, name := range []string{"early", "ghost"} {
+		jit, err := c.GenerateJitRunnerConfig(ctx, &scaleset.RunnerScaleSetJitRunnerSetting{Name: name}, ss.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := srv.RunRunner(ctx, githubsim.RunRequest{JITConfig: jit.EncodedJITConfig}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	jobOf := map[string]int64{}
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		for _, id := range ids {
+			if j, _ := srv.Job(id); j.RunnerName != "" {
+				jobOf[j.RunnerName] = id
+			}
+		}
+		return len(jobOf) == 2, fmt.Sprintf("jobs taken: %v", jobOf)
+	})
+	drain := func() []string {
+		t.Helper()
+		var seen []string
+		last := 0
+		for {
+			m, err := session.GetMessage(ctx, last, 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m == nil {
+				return seen
+			}
+			for _, x := range m.JobCompletedMessages {
+				seen = append(seen, x.Result+" "+x.RunnerName)
+			}
+			if err := session.DeleteMessage(ctx, m.MessageID); err != nil {
+				t.Fatal(err)
+			}
+			last = m.MessageID
+		}
+	}
+	drain()
+
+	if err := srv.CompleteEarly(jobOf["early"]); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(); !slices.Equal(got, []string{"succeeded early"}) {
+		t.Fatalf("JobCompleted messages after the early one: %v", got)
+	}
+	if j, _ := srv.Job(jobOf["early"]); j.Status != githubsim.JobInProgress {
+		t.Fatalf("the job ended with its early JobCompleted: %s", j.Status)
+	}
+	if err := c.RemoveRunner(ctx, int64(runnerID(t, srv, "early"))); !errors.Is(err, scaleset.JobStillRunningError) {
+		t.Fatalf("removing the runner after the early JobCompleted: %v, want JobStillRunningError", err)
+	}
+
+	if err := srv.CancelLeavingGhost(jobOf["ghost"]); err != nil {
+		t.Fatal(err)
+	}
+	if got := drain(); !slices.Equal(got, []string{"canceled ghost"}) {
+		t.Fatalf("JobCompleted messages after the cancel: %v", got)
+	}
+	ghost, err := c.GetRunnerByName(ctx, "ghost")
+	if err != nil || ghost == nil {
+		t.Fatalf("the ghost runner is not registered: %+v, %v", ghost, err)
+	}
+	if err := c.RemoveRunner(ctx, int64(ghost.ID)); err != nil {
+		t.Fatalf("removing the ghost: %v", err)
+	}
+
+	if _, err := srv.QueueRun(githubsim.JobSpec{Repo: "acme/widgets", Labels: []string{"faults"}, Matrix: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if n := srv.DropScaleSetMessages("faults"); n != 3 {
+		t.Fatalf("%d messages dropped, want the 3 offers", n)
+	}
+	m, err := session.GetMessage(ctx, 0, 2)
+	if err != nil || m != nil {
+		t.Fatalf("a poll after the offers were lost: %+v, %v; want nothing", m, err)
+	}
+	if got, err := c.GetRunnerScaleSetByID(ctx, ss.ID); err != nil || got.Statistics == nil || got.Statistics.TotalAvailableJobs != 3 {
+		t.Fatalf("the scale set's statistics after the lost offers: %+v, %v; want 3 available", got, err)
+	}
+}
+
+// runnerID is the ID of the registered runner named name.
+func runnerID(t *testing.T, srv *githubsim.Server, name string) int64 {
+	t.Helper()
+	for _, r := range srv.Runners() {
+		if r.Name == name {
+			return r.ID
+		}
+	}
+	t.Fatalf("no runner %s", name)
+	return 0
+}
