@@ -393,7 +393,7 @@ func TestScaleSetFaults(t *testing.T) {
 	if j, _ := srv.Job(jobOf["early"]); j.Status != githubsim.JobInProgress {
 		t.Fatalf("the job ended with its early JobCompleted: %s", j.Status)
 	}
-	if err := c.RemoveRunner(ctx, int64(runnerID(t, srv, "early"))); !errors.Is(err, scaleset.JobStillRunningError) {
+	if err := c.RemoveRunner(ctx, runnerID(t, srv, "early")); !errors.Is(err, scaleset.JobStillRunningError) {
 		t.Fatalf("removing the runner after the early JobCompleted: %v, want JobStillRunningError", err)
 	}
 

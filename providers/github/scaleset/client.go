@@ -87,3 +87,20 @@ func checkConfigURL(raw string) error {
 	}
 	return nil
 }
+
+// ConfigURL is the web URL of a scope that the scale-set client takes,
+// from the REST API's URL as a pool gives it (empty for github.com, an
+// Enterprise Server's https://host/api/v3/ otherwise): a repository when
+// repository is set, else the organization.
+func ConfigURL(apiURL, owner, repository, organization string) string {
+	web := "https://github.com"
+	if apiURL != "" {
+		web = strings.TrimRight(apiURL, "/")
+		web = strings.TrimSuffix(web, "/api/v3")
+		web = strings.TrimRight(web, "/")
+	}
+	if repository != "" {
+		return web + "/" + owner + "/" + repository
+	}
+	return web + "/" + organization
+}

@@ -1,8 +1,9 @@
 // Package scaleset is HyperFleet's side of GitHub's runner scale-set API:
 // building a client of github.com/actions/scaleset from a pool's
 // credentials, keeping a scale set in step with what a pool asks for
-// (Ensure), and opening its one message session with GitHub's session
-// conflict handled (OpenSession).
+// (Ensure), opening its one message session with GitHub's session
+// conflict handled (OpenSession), and holding that session through its
+// failures (Listen).
 //
 // What the library does for us, and is not written again here: the
 // registration-token → Actions service exchange and the admin token's

@@ -3,13 +3,16 @@ package scaleset_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	ghscaleset "github.com/actions/scaleset"
 
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/scaleset"
@@ -147,5 +150,114 @@ func TestNewClientRefusesAScopeThatNamesNothing(t *testing.T) {
 	}
 	if _, err := scaleset.NewClient(scaleset.ClientConfig{ConfigURL: "https://github.com/acme"}); err == nil {
 		t.Error("no credentials: accepted")
+	}
+}
+
+// A pool's scope as the scale-set client takes it: github.com's web host
+// for github.com, an Enterprise Server's host without /api/v3.
+func TestConfigURL(t *testing.T) {
+	for _, c := range []struct{ api, owner, repo, org, want string }{
+		{"", "acme", "widgets", "", "https://github.com/acme/widgets"},
+		{"", "", "", "acme", "https://github.com/acme"},
+		{"https://ghe.example.com/api/v3/", "", "", "acme", "https://ghe.example.com/acme"},
+		{"https://ghe.example.com/api/v3", "acme", "app", "", "https://ghe.example.com/acme/app"},
+		{"http://127.0.0.1:8081//", "acme", "widgets", "", "http://127.0.0.1:8081/acme/widgets"},
+	} {
+		if got := scaleset.ConfigURL(c.api, c.owner, c.repo, c.org); got != c.want {
+			t.Errorf("ConfigURL(%q, %q, %q, %q) = %q, want %q", c.api, c.owner, c.repo, c.org, got, c.want)
+		}
+	}
+}
+
+// desired records what a listener hands HandleDesiredRunnerCount.
+type desired struct {
+	mu   sync.Mutex
+	seen []int
+}
+
+func (d *desired) HandleJobStarted(context.Context, *ghscaleset.JobStarted) error     { return nil }
+func (d *desired) HandleJobCompleted(context.Context, *ghscaleset.JobCompleted) error { return nil }
+func (d *desired) HandleDesiredRunnerCount(_ context.Context, n int) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.seen = append(d.seen, n)
+	return n, nil
+}
+
+func (d *desired) last() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.seen) == 0 {
+		return -1
+	}
+	return d.seen[len(d.seen)-1]
+}
+
+// Listen keeps a scale set's session through its faults: polls answered
+// 500 end the session, which is closed and opened again, and the new
+// session's statistics restate the demand (nothing lost). When its context
+// ends it closes the session, so the next leader opens one at once instead
+// of waiting for it to lapse.
+func TestListenSurvivesALostSession(t *testing.T) {
+	srv := start(t, githubsim.Options{SessionIdleTimeout: time.Hour})
+	c := client(t, srv, github.Config{Token: pat})
+	set, _, err := scaleset.Ensure(context.Background(), c, scaleset.Want{Name: "listen"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.QueueRun(githubsim.JobSpec{Repo: "acme/widgets", Labels: []string{"listen"}, Matrix: 2}); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu     sync.Mutex
+		states []string
+	)
+	cfg := scaleset.ListenConfig{ScaleSetID: set.ID, Owner: "leader-1", MaxRunners: func() int { return 5 }, Retry: 100 * time.Millisecond,
+		State: func(s scaleset.SessionState, err error) {
+			mu.Lock()
+			defer mu.Unlock()
+			states = append(states, fmt.Sprintf("%s(%v)", s, err != nil))
+		}}
+	d := &desired{}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- scaleset.Listen(ctx, c, cfg, d) }()
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		return d.last() == 2, fmt.Sprintf("desired counts %v", d.seen)
+	})
+	if err := srv.InjectFault(githubsim.Fault{Endpoint: githubsim.EndpointMessageGet, Times: 1, Action: githubsim.FaultHTTPError, Status: 500}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		return srv.Stats()[githubsim.EndpointSessionCreate] >= 2 && d.last() == 2, fmt.Sprintf("%d sessions, desired counts %v", srv.Stats()[githubsim.EndpointSessionCreate], d.seen)
+	})
+	mu.Lock()
+	joined := strings.Join(states, " ")
+	mu.Unlock()
+	if !strings.Contains(joined, "Open(false) Closed(true) Open(false)") {
+		t.Errorf("session states %s: want it open, closed by the failure, open again", joined)
+	}
+
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Listen after its context ended: %v", err)
+	}
+	if s := srv.ScaleSets()[0].Session; s != "" {
+		t.Fatalf("the session was left open (held by %q)", s)
+	}
+	// The next leader: no conflict to wait out.
+	var waited atomic.Int32
+	next := cfg
+	next.Owner, next.State = "leader-2", nil
+	next.Session.Waiting = func(error, time.Duration) { waited.Add(1) }
+	d2 := &desired{}
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	defer cancel2()
+	go func() { _ = scaleset.Listen(ctx2, c, next, d2) }()
+	eventually.That(t, 10*time.Second, func() (bool, string) {
+		return d2.last() == 2, fmt.Sprintf("the next leader's desired counts %v", d2.seen)
+	})
+	if waited.Load() != 0 {
+		t.Fatalf("the next leader waited %d times for a session the last one should have closed", waited.Load())
 	}
 }
