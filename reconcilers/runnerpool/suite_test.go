@@ -21,6 +21,7 @@ import (
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
+	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
@@ -80,6 +81,20 @@ type lab struct {
 func newLab(t *testing.T) *lab {
 	t.Helper()
 	l := &lab{t: t, ns: testenv.Namespace(t), c: testenv.Client()}
+	// The simulator is the suite's: a test starts with every delivery of
+	// the tests before it sent and none set to be dropped, so their tail
+	// neither delays its deliveries nor swallows them (a drop a test asked
+	// for and never used would take the next test's first delivery).
+	gh.DropNextDeliveries(0)
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		pending := 0
+		for _, d := range gh.Deliveries() {
+			if !d.Attempted {
+				pending++
+			}
+		}
+		return pending == 0, fmt.Sprintf("%d deliveries of earlier tests not sent yet", pending)
+	})
 	l.create(&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Labels: map[string]string{meta.CredentialsLabel: "true"}},
 		StringData: map[string]string{"token": gh.PAT()},
