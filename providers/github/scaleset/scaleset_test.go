@@ -184,6 +184,13 @@ func (d *desired) HandleDesiredRunnerCount(_ context.Context, n int) (int, error
 	return n, nil
 }
 
+// all is every count handed so far.
+func (d *desired) all() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]int(nil), d.seen...)
+}
+
 func (d *desired) last() int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -223,13 +230,13 @@ func TestListenSurvivesALostSession(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- scaleset.Listen(ctx, c, cfg, d) }()
 	eventually.That(t, 10*time.Second, func() (bool, string) {
-		return d.last() == 2, fmt.Sprintf("desired counts %v", d.seen)
+		return d.last() == 2, fmt.Sprintf("desired counts %v", d.all())
 	})
 	if err := srv.InjectFault(githubsim.Fault{Endpoint: githubsim.EndpointMessageGet, Times: 1, Action: githubsim.FaultHTTPError, Status: 500}); err != nil {
 		t.Fatal(err)
 	}
 	eventually.That(t, 10*time.Second, func() (bool, string) {
-		return srv.Stats()[githubsim.EndpointSessionCreate] >= 2 && d.last() == 2, fmt.Sprintf("%d sessions, desired counts %v", srv.Stats()[githubsim.EndpointSessionCreate], d.seen)
+		return srv.Stats()[githubsim.EndpointSessionCreate] >= 2 && d.last() == 2, fmt.Sprintf("%d sessions, desired counts %v", srv.Stats()[githubsim.EndpointSessionCreate], d.all())
 	})
 	mu.Lock()
 	joined := strings.Join(states, " ")
@@ -255,7 +262,7 @@ func TestListenSurvivesALostSession(t *testing.T) {
 	defer cancel2()
 	go func() { _ = scaleset.Listen(ctx2, c, next, d2) }()
 	eventually.That(t, 10*time.Second, func() (bool, string) {
-		return d2.last() == 2, fmt.Sprintf("the next leader's desired counts %v", d2.seen)
+		return d2.last() == 2, fmt.Sprintf("the next leader's desired counts %v", d2.all())
 	})
 	if waited.Load() != 0 {
 		t.Fatalf("the next leader waited %d times for a session the last one should have closed", waited.Load())
