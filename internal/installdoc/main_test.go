@@ -147,7 +147,10 @@ func (in *installation) remove() {
 	for _, u := range in.Objs {
 		if u.GetKind() == "CustomResourceDefinition" {
 			in.releaseInstances(u.GetName())
-			in.Gone(&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}}, time.Minute)
+			// The API server deletes a CRD's objects before the CRD
+			// (customresourcecleanup); on two loaded cores that took over a
+			// minute once.
+			in.Gone(&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metav1.ObjectMeta{Name: u.GetName()}}, 3*time.Minute)
 		}
 	}
 }
