@@ -253,7 +253,18 @@ func blockerOf(c *hypervisorv1alpha1.MachineClaim) *blocker {
 	if ready == nil || ready.Status == metav1.ConditionTrue {
 		return nil
 	}
-	if apimeta.IsStatusConditionTrue(c.Status.Conditions, meta.StalledCondition) {
+	stalled := apimeta.IsStatusConditionTrue(c.Status.Conditions, meta.StalledCondition)
+	if ready.Reason == claimNameTaken {
+		// The Kopf operator's word for it, and its phase, whichever order
+		// the claim's writes came in (a checkpoint may have made it
+		// Provisioning first).
+		b := &blocker{phase: cyberdeskv1alpha1.CyberdeskPending, state: conditions.Waiting, reason: ReasonVMNameTaken, message: ready.Message}
+		if stalled {
+			b.state = conditions.Stalled
+		}
+		return b
+	}
+	if stalled {
 		b := &blocker{state: conditions.Stalled, reason: ready.Reason, message: ready.Message}
 		if c.Status.Phase == "" || c.Status.Phase == hypervisorv1alpha1.MachinePending {
 			b.phase = cyberdeskv1alpha1.CyberdeskPending
@@ -262,10 +273,6 @@ func blockerOf(c *hypervisorv1alpha1.MachineClaim) *blocker {
 	}
 	if apimeta.IsStatusConditionTrue(c.Status.Conditions, meta.ReconcilingCondition) {
 		return nil // under way
-	}
-	if ready.Reason == claimNameTaken {
-		// The Kopf operator's word for it.
-		return &blocker{phase: cyberdeskv1alpha1.CyberdeskPending, state: conditions.Waiting, reason: ReasonVMNameTaken, message: ready.Message}
 	}
 	return &blocker{state: conditions.Waiting, reason: ready.Reason, message: ready.Message}
 }

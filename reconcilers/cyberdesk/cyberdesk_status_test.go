@@ -148,3 +148,36 @@ func TestClaimStateInTheDesksWords(t *testing.T) {
 		}
 	}
 }
+
+// A desk whose VM name is taken is Pending, whichever way the claim came to
+// say so: Stalled before its first checkpoint, or after its checkpoint had
+// already made it Provisioning (the order a busy API server can give).
+func TestTakenNameIsPendingInEveryOrder(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		claimPhase hypervisorv1alpha1.MachinePhase
+		stalled    bool
+	}{
+		{"waiting before any checkpoint", "", false},
+		{"stalled before any checkpoint", "", true},
+		{"stalled after the checkpoint", hypervisorv1alpha1.MachineProvisioning, true},
+		{"waiting after the checkpoint", hypervisorv1alpha1.MachineProvisioning, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: "desks", Generation: 1}}
+			claim.Status.Phase = tc.claimPhase
+			state := conditions.Waiting
+			if tc.stalled {
+				state = conditions.Stalled
+			}
+			conditions.Set(claim, 1, conditions.Summary{State: state, Reason: claimNameTaken,
+				Message: "VirtualMachine cyberdesk-alice exists and is not this claim's"})
+			d := &cyberdeskv1alpha1.Cyberdesk{ObjectMeta: metav1.ObjectMeta{Name: "alice", Namespace: "desks", Generation: 1}}
+			d.Status.Phase = cyberdeskv1alpha1.CyberdeskProvisioning
+			got := computeStatus(&scope{desk: d, claim: claim, blocked: blockerOf(claim)}, nil)
+			if d.Status.Phase != cyberdeskv1alpha1.CyberdeskPending || got.Reason != ReasonVMNameTaken {
+				t.Errorf("desk %s %s, want Pending %s", d.Status.Phase, got.Reason, ReasonVMNameTaken)
+			}
+		})
+	}
+}
