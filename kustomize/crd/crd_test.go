@@ -260,6 +260,10 @@ func TestInvalidObjectsAreRefusedNamingTheField(t *testing.T) {
 		{"runner label with a comma", rpRepo, []string{"spec.labels", "[linux, \"gpu,arm64\"]"}, "spec.labels[1] in body should match"},
 		{"empty runner label", rpRepo, []string{"spec.labels", "[linux, \"\"]"}, "spec.labels[1] in body should be at least 1 chars long"},
 		{"unknown registration method", rpRepo, []string{"spec.registrationMethod", "PAT"}, `spec.registrationMethod: Unsupported value: "PAT"`},
+		{"scale set with registration tokens", rpRepo, []string{"spec.github.scaleSet", "{name: linux}", "spec.registrationMethod", "RegistrationToken"}, "spec.registrationMethod must be JITConfig with spec.github.scaleSet"},
+		{"scale set with webhook scaling", rpRepo, []string{"spec.github.scaleSet", "{name: linux}", "spec.webhookScaling", "{enabled: true}"}, "spec.webhookScaling cannot be set with spec.github.scaleSet"},
+		{"scale set without a name", rpRepo, []string{"spec.github.scaleSet", "{}"}, "spec.github.scaleSet.name: Required value"},
+		{"scale set name with a space", rpRepo, []string{"spec.github.scaleSet", "{name: \"my set\"}"}, "spec.github.scaleSet.name in body should match"},
 		// Cyberdesk
 		{"timeout below one second", "apiVersion: cyberdesk.io/v1alpha1\nkind: Cyberdesk\nmetadata: {name: x}\nspec: {timeoutMs: 999}\n", nil, "spec.timeoutMs: Invalid value: 999: spec.timeoutMs in body should be greater than or equal to 1000"},
 		// HourglassExecutor
@@ -351,6 +355,8 @@ spec:
 		{"pool repository and owner unset", rpOrg, []string{"spec.github.owner", "acme", "spec.github.repository", "app"}, []string{"spec.github.owner", "-", "spec.github.repository", "-"}, "spec.github.repository is immutable"},
 		{"pool API URL changed", rpRepo, []string{"spec.github.apiURL", "https://ghe.example.com/api/v3/"}, []string{"spec.github.apiURL", "https://other.example.com/api/v3/"}, "spec.github.apiURL is immutable"},
 		{"pool API URL set", rpRepo, nil, []string{"spec.github.apiURL", "https://ghe.example.com/api/v3/"}, "spec.github.apiURL is immutable"},
+		{"pool scale set set", rpRepo, nil, []string{"spec.github.scaleSet", "{name: linux}"}, "spec.github.scaleSet cannot be set or removed"},
+		{"pool scale set removed", rpRepo, []string{"spec.github.scaleSet", "{name: linux}"}, []string{"spec.github.scaleSet", "-"}, "spec.github.scaleSet cannot be set or removed"},
 		{"pool API URL unset", rpRepo, []string{"spec.github.apiURL", "https://ghe.example.com/api/v3/"}, []string{"spec.github.apiURL", "-"}, "spec.github.apiURL is immutable"},
 	}
 	ns := testenv.Namespace(t)

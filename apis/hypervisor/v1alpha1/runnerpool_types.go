@@ -23,6 +23,8 @@ const (
 // its own machine.
 // +kubebuilder:validation:XValidation:rule="self.minReplicas <= self.maxReplicas",message="spec.minReplicas must be less than or equal to spec.maxReplicas"
 // +kubebuilder:validation:XValidation:rule="!has(self.replicas) || (self.replicas >= self.minReplicas && self.replicas <= self.maxReplicas)",message="spec.replicas must be between spec.minReplicas and spec.maxReplicas"
+// +kubebuilder:validation:XValidation:rule="!has(self.github.scaleSet) || !has(self.registrationMethod) || self.registrationMethod == 'JITConfig'",message="spec.registrationMethod must be JITConfig with spec.github.scaleSet: a scale set's runners register only with the just-in-time configs GitHub generates for it"
+// +kubebuilder:validation:XValidation:rule="!has(self.github.scaleSet) || !has(self.webhookScaling)",message="spec.webhookScaling cannot be set with spec.github.scaleSet: a scale-set pool scales on the count GitHub's scale-set API states, never on webhook deliveries or the job poll; remove one of the two"
 type RunnerPoolSpec struct {
 	// TemplateRef names the HypervisorMachineTemplate, in this namespace,
 	// each runner's machine is cloned from; its workload should be github-runner.
@@ -123,6 +125,7 @@ type RunnerPoolSpec struct {
 // +kubebuilder:validation:XValidation:rule="has(self.owner) == has(oldSelf.owner)",message="spec.github.owner is immutable (it cannot be set or removed): runners already registered would be orphaned; create a new RunnerPool instead"
 // +kubebuilder:validation:XValidation:rule="has(self.repository) == has(oldSelf.repository)",message="spec.github.repository is immutable (it cannot be set or removed): runners already registered would be orphaned; create a new RunnerPool instead"
 // +kubebuilder:validation:XValidation:rule="has(self.organization) == has(oldSelf.organization)",message="spec.github.organization is immutable (it cannot be set or removed): runners already registered would be orphaned; create a new RunnerPool instead"
+// +kubebuilder:validation:XValidation:rule="has(self.scaleSet) == has(oldSelf.scaleSet)",message="spec.github.scaleSet cannot be set or removed: a pool's runners are registered either for its scale set or by webhook, never both; create a new RunnerPool to change the mode"
 // +kubebuilder:validation:XValidation:rule="has(self.apiURL) == has(oldSelf.apiURL) && (!has(self.apiURL) || self.apiURL == oldSelf.apiURL)",message="spec.github.apiURL is immutable (it cannot be set, changed or removed): runners already registered on the old GitHub would be orphaned; create a new RunnerPool instead"
 type GitHubRunnerScope struct {
 	// Owner of the repository (user or organization).
@@ -155,6 +158,26 @@ type GitHubRunnerScope struct {
 	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
 	// +optional
 	APIURL string `json:"apiURL,omitempty"`
+	// ScaleSet switches the pool to GitHub's runner scale-set API: the
+	// operator registers a scale set of this name (in spec.runnerGroup,
+	// with spec.labels, or its name as the one label), holds its message
+	// session and scales to the jobs GitHub assigns it. No inbound webhook
+	// is needed. Unset: the pool scales on workflow_job webhooks and the
+	// job poll. It cannot be set or removed later.
+	// +optional
+	ScaleSet *ScaleSetSpec `json:"scaleSet,omitempty"`
+}
+
+// ScaleSetSpec names a pool's runner scale set.
+type ScaleSetSpec struct {
+	// Name of the scale set, unique in its runner group; with no
+	// spec.labels, jobs select it with runs-on: <name>. Changing it renames
+	// the scale set.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=100
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._-]*$`
+	// +required
+	Name string `json:"name"`
 }
 
 // WebhookScaling turns workflow_job deliveries into scale-ups.
@@ -225,6 +248,46 @@ type RunnerPoolStatus struct {
 	// failovers; cleared when GitHub refuses the credentials.
 	// +optional
 	ReachedScope string `json:"reachedScope,omitempty"`
+	// ScaleSet is the pool's runner scale set, with spec.github.scaleSet.
+	// +optional
+	ScaleSet *ScaleSetStatus `json:"scaleSet,omitempty"`
+}
+
+// ScaleSetSessionState is where the listener is with a scale set's
+// message session.
+// +kubebuilder:validation:Enum=Open;Waiting;Closed
+type ScaleSetSessionState string
+
+const (
+	// ScaleSetSessionOpen: the session is held and polled.
+	ScaleSetSessionOpen ScaleSetSessionState = "Open"
+	// ScaleSetSessionWaiting: GitHub says another listener holds it.
+	ScaleSetSessionWaiting ScaleSetSessionState = "Waiting"
+	// ScaleSetSessionClosed: none is held (between attempts).
+	ScaleSetSessionClosed ScaleSetSessionState = "Closed"
+)
+
+// ScaleSetStatus is what the operator knows of the pool's scale set.
+type ScaleSetStatus struct {
+	// ID is the scale set's ID in GitHub's Actions service.
+	// +optional
+	ID int64 `json:"id,omitempty"`
+	// Created: this pool made the scale set, so deleting the pool deletes
+	// it. False when it was found already there and adopted: it is then
+	// left in place when the pool goes.
+	// +optional
+	Created bool `json:"created,omitempty"`
+	// Session is the state of the message session, as the leader's
+	// listener last reported it.
+	// +optional
+	Session ScaleSetSessionState `json:"session,omitempty"`
+	// AssignedJobs is GitHub's count of jobs assigned to the scale set and
+	// not finished (statistics.totalAssignedJobs): what the pool scales to.
+	// +optional
+	AssignedJobs int32 `json:"assignedJobs,omitempty"`
+	// LastMessageTime is when the listener last heard from the session.
+	// +optional
+	LastMessageTime *metav1.Time `json:"lastMessageTime,omitempty"`
 }
 
 // RunnerPool keeps between minReplicas and maxReplicas ephemeral GitHub
@@ -244,6 +307,8 @@ type RunnerPoolStatus struct {
 // +kubebuilder:printcolumn:name="Busy",type=integer,JSONPath=`.status.busyReplicas`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
+// +kubebuilder:printcolumn:name="ScaleSet",type=string,JSONPath=`.spec.github.scaleSet.name`,priority=1
+// +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.status.scaleSet.session`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type RunnerPool struct {
 	metav1.TypeMeta   `json:",inline"`
