@@ -12,14 +12,17 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/version"
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
+	"github.com/hyperfleet/hyperfleet/providers/github/scaleset"
 	"github.com/hyperfleet/hyperfleet/providers/github/webhook"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runner"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
+	"github.com/hyperfleet/hyperfleet/reconcilers/scalesetlistener"
 )
 
 // RunnerOptions configure the RunnerPool reconciler and the webhook receiver.
@@ -40,6 +43,12 @@ type RunnerOptions struct {
 	Runner runnerconfig.Runner
 	// AgentPath is the bootstrap agent's path in runner images.
 	AgentPath string
+	// ScaleSetSession paces the wait while GitHub says another listener
+	// holds a scale set's session; the zero value is GitHub's (4 min).
+	// Tests shorten it.
+	ScaleSetSession scaleset.SessionPolicy
+	// ScaleSetRetry is the pause after a failed scale-set session (5 s).
+	ScaleSetRetry time.Duration
 	// Clock drives the pools' timeouts (registration, idle TTL, lifetime,
 	// poll interval); nil is the real clock. Tests set a fake one and step
 	// it instead of waiting.
@@ -65,7 +74,14 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) erro
 	ro := o.Runners
 	// The pool and its runners share one client per pool and one listing
 	// of the runners registered per credential and scope.
-	gh := &runnerstate.GitHub{Secrets: secrets, Clients: github.NewClients(), RateLimiter: github.DefaultRateLimiter(), Timeout: ro.GitHubTimeout}
+	gh := &runnerstate.GitHub{Secrets: secrets, Clients: github.NewClients(), RateLimiter: github.DefaultRateLimiter(), Timeout: ro.GitHubTimeout, Version: version.String()}
+	// The scale sets' sessions, held by the leader (a Runnable that needs
+	// leader election), one per scale-set pool.
+	listeners := &scalesetlistener.Listeners{Owner: cmp.Or(o.Identity, "hyperfleet"), Session: ro.ScaleSetSession, Retry: ro.ScaleSetRetry,
+		Log: mgr.GetLogger().WithName("scaleset")}
+	if err := mgr.Add(listeners); err != nil {
+		return err
+	}
 	listing := &runnerlist.Cache{Interval: cmp.Or(ro.SyncInterval, 15*time.Second)}
 	runners := &runner.Reconciler{
 		Client: mgr.GetClient(), GitHub: gh, Runners: listing, Recorder: mgr.GetEventRecorder("runner"),
@@ -75,7 +91,7 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) erro
 		return err
 	}
 	r := &runnerpool.Reconciler{
-		Client: mgr.GetClient(), GitHub: gh, Runners: listing, Wake: runners.Wake, Recorder: mgr.GetEventRecorder("runnerpool"),
+		Client: mgr.GetClient(), GitHub: gh, Runners: listing, Wake: runners.Wake, Listeners: listeners, Recorder: mgr.GetEventRecorder("runnerpool"),
 		Runner: ro.Runner, AgentPath: ro.AgentPath, SyncInterval: ro.SyncInterval, FinalizationTimeout: o.FinalizationTimeout,
 		Clock: ro.Clock, MaxConcurrentReconciles: o.Workers.For(WorkersRunnerPool),
 	}

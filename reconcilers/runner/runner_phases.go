@@ -105,6 +105,9 @@ func (r *Reconciler) connect(ctx context.Context, s *scope) (skeleton.Result, er
 			s.look.JobCompleted = true
 		}
 	}
+	if runnerstate.ScaleSetMode(s.pool) {
+		s.named = true // no record is coming to name it
+	}
 	s.verdict = runnerstate.Judge(s.pool, s.look)
 	return skeleton.Continue(), nil
 }

@@ -51,7 +51,7 @@ func (r *Reconciler) pollQueuedJobs(ctx context.Context, s *scope) (skeleton.Res
 	if w := s.pool.Spec.WebhookScaling; w != nil && w.PollInterval != nil {
 		interval = w.PollInterval.Duration
 	}
-	if interval <= 0 || s.demand == nil {
+	if interval <= 0 || s.demand == nil || scaleSetMode(s.pool) {
 		return skeleton.Continue(), nil
 	}
 	if left := pollDue(s.now, s.mem.lastPoll, r.Jobs.Now(), s.mem.lastJobs, interval); left > 0 {

@@ -61,7 +61,9 @@ func MatchPool(pools []hypervisorv1alpha1.RunnerPool, job github.JobEvent) (*hyp
 	var fits []*hypervisorv1alpha1.RunnerPool
 	for i := range pools {
 		p := &pools[i]
-		if p.DeletionTimestamp != nil || !inScope(p, job) || !reachesScope(p) || !runnerstate.LabelsCover(runnerstate.RunnerLabels(p), job.Labels) {
+		// A scale-set pool takes the jobs GitHub assigns its scale set,
+		// never a delivery's or the poll's.
+		if p.DeletionTimestamp != nil || scaleSetMode(p) || !inScope(p, job) || !reachesScope(p) || !runnerstate.LabelsCover(runnerstate.RunnerLabels(p), job.Labels) {
 			continue
 		}
 		fits = append(fits, p)

@@ -16,7 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
@@ -25,6 +28,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
+	"github.com/hyperfleet/hyperfleet/reconcilers/scalesetlistener"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -56,6 +60,9 @@ type Reconciler struct {
 	// Demand records the jobs GitHub announces as RunnerJobs; nil: one on
 	// the manager's client and APIReader.
 	Demand *Demand
+	// Listeners hold the scale sets' message sessions (the leader's); nil:
+	// pools in scale-set mode wait, saying so.
+	Listeners *scalesetlistener.Listeners
 	// JobRetention keeps finished RunnerJobs as tombstones (1 h).
 	JobRetention time.Duration
 	Recorder     events.EventRecorder
@@ -85,7 +92,11 @@ type poolMemory struct {
 	// creating holds claims made but not yet seen in the cache, so a
 	// reconcile that runs before the cache catches up does not make twins.
 	creating map[string]time.Time
-	lastPoll time.Time
+	// scaleSetGen and scaleSetAt: the generation whose scale set was last
+	// ensured, and when (ensureScaleSet); a restart ensures it once more.
+	scaleSetGen int64
+	scaleSetAt  time.Time
+	lastPoll    time.Time
 	// lastJobs is when the job listing the last poll used started, by
 	// Jobs' clock: the next poll takes a later one.
 	lastJobs time.Time
@@ -137,12 +148,32 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.JobRetention = DefaultJobRetention
 	}
 	registerMetrics()
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.RunnerPool{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&hypervisorv1alpha1.MachineClaim{}, builder.WithPredicates(notNotesOnly())).
 		Owns(&hypervisorv1alpha1.RunnerJob{}).
-		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles})
+	if r.Listeners != nil {
+		scalesetlistener.RegisterMetrics()
+		b = b.WatchesRawSource(source.Channel(r.wakeFromListeners(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
+}
+
+// wakeFromListeners turns the listeners' news of a pool (its demand
+// changed, a job of it started or completed) into a reconcile of the pool.
+// A full channel drops the news: the pool is already due to reconcile.
+func (r *Reconciler) wakeFromListeners() <-chan event.GenericEvent {
+	ch := make(chan event.GenericEvent, 1024)
+	r.Listeners.Wake = func(pool types.NamespacedName) {
+		obj := &hypervisorv1alpha1.RunnerPool{}
+		obj.Namespace, obj.Name = pool.Namespace, pool.Name
+		select {
+		case ch <- event.GenericEvent{Object: obj}:
+		default:
+		}
+	}
+	return ch
 }
 
 func webhookScalingOff(pool *hypervisorv1alpha1.RunnerPool) bool {
@@ -188,9 +219,9 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *
 			// runner the shared listing still shows asks for a fresh one
 			// (refreshIfFinished).
 			Phases: []skeleton.Phase[*scope]{
-				r.getTemplate, r.connectGitHub, r.readJobs, r.observeRunners, r.pollQueuedJobs, r.pruneJobs, r.retireOrphans, r.scale,
+				r.getTemplate, r.connectGitHub, r.ensureScaleSet, r.readJobs, r.observeRunners, r.listen, r.pollQueuedJobs, r.pruneJobs, r.retireOrphans, r.scale,
 			},
-			Deletion: []skeleton.Phase[*scope]{r.deleteMachines, r.deregisterAll, r.release},
+			Deletion: []skeleton.Phase[*scope]{r.deleteMachines, r.deregisterAll, r.deleteScaleSet, r.release},
 			Status:   computeStatus,
 			Events: func(_ *scope, read, written *hypervisorv1alpha1.RunnerPool, summary conditions.Summary) {
 				r.recordTransition(read, written, summary)
@@ -203,6 +234,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.RunnerPool, *
 				&r.pools,
 				runnerCounts,
 				forgetter(r.GitHub.Forget),
+				listenerForgetter{r.Listeners},
 			},
 		},
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	ghscaleset "github.com/actions/scaleset"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
+	"github.com/hyperfleet/hyperfleet/reconcilers/scalesetlistener"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
 )
 
@@ -71,6 +73,13 @@ type scope struct {
 	// runner is what the agents install: the operator's settings with the
 	// template's spec.workload.githubRunner over them (getTemplate).
 	runner runnerconfig.Runner
+	// scaleSets is the pool's scale-set client, in scale-set mode
+	// (ensureScaleSet).
+	scaleSets *ghscaleset.Client
+	// listened is what the pool's listener knows (listen); listenErr why
+	// none runs.
+	listened  *scalesetlistener.View
+	listenErr error
 	// githubErr is the failed GitHub call that stopped the reconcile:
 	// reading the credentials or listing the runners (connectGitHub).
 	githubErr error
@@ -227,6 +236,10 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 	// once scale has acted on it.
 	defer func() {
 		s.scaled.queued = s.demand.queued
+		if scaleSetMode(pool) {
+			// Assigned and not yet taken by a runner.
+			s.scaled.queued = max(0, scaleSetDemand(s)-len(obs.busy))
+		}
 		runnerCounts.set(s.key, map[string]int{
 			StatePending: len(obs.pending), StateIdle: len(obs.idle), StateBusy: len(obs.busy), StateDeregistering: s.pendingDereg,
 		})
@@ -371,7 +384,7 @@ func (r *Reconciler) observe(s *scope, claims []hypervisorv1alpha1.MachineClaim,
 		rn, registered := obs.byName[c.Name]
 		v := runnerstate.Judge(pool, runnerstate.Look{Claim: c, Runner: rn, Registered: registered,
 			JobCompleted: s.finished[c.Name], ListedAt: s.listedAt, Now: s.now})
-		if r.Wake != nil && needsLook(c, v, named[c.Name], s.now) {
+		if r.Wake != nil && needsLook(c, v, named[c.Name] || runnerstate.ScaleSetMode(pool), s.now) {
 			r.Wake(c)
 		}
 		switch {
@@ -439,7 +452,15 @@ func (r *Reconciler) desired(s *scope, obs observed) int {
 	if spec.Replicas != nil {
 		floor = int(*spec.Replicas)
 	}
-	want := max(floor, s.demand.want(obs.busy, obs.finished))
+	var want int
+	if scaleSetMode(s.pool) {
+		// GitHub's count of the jobs assigned to the scale set, running
+		// ones included, is the runners it needs (never a count of
+		// messages: they are lost, repeated and early).
+		want = max(floor, scaleSetDemand(s))
+	} else {
+		want = max(floor, s.demand.want(obs.busy, obs.finished))
+	}
 	return max(min(want, int(spec.MaxReplicas)), int(spec.MinReplicas))
 }
 
@@ -575,7 +596,15 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		Labels: append(append([]string(nil), pool.Spec.Labels...), runnerstate.PoolRunnerLabel(pool))}
 	// JITConfig unless the pool chose RegistrationToken: a pool stored before
 	// the default changed reads as JITConfig (the API server defaults it).
-	if pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken {
+	switch {
+	case scaleSetMode(pool):
+		// The scale set's runner group and labels are the runner's.
+		jit, err := r.scaleSetJIT(ctx, s, name)
+		if err != nil {
+			return "", err
+		}
+		cfg.JITConfig, cfg.RunnerGroup, cfg.Labels = jit, "", nil
+	case pool.Spec.RegistrationMethod != hypervisorv1alpha1.RegistrationToken:
 		groupID, err := gh.RunnerGroupID(ctx, gscope, pool.Spec.RunnerGroup)
 		if err != nil {
 			return "", err
@@ -586,7 +615,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 			return "", err
 		}
 		cfg.JITConfig, cfg.RunnerGroup, cfg.Labels = jit.Encoded, "", nil
-	} else {
+	default:
 		tok, err := r.registrationToken(ctx, gh, gscope)
 		if err != nil {
 			return "", err

@@ -42,6 +42,9 @@ func computeStatus(s *scope, err error) conditions.Summary {
 	case s.scaled == nil:
 		return conditions.Summary{}
 	}
+	if sum := sessionSummary(s); sum != nil {
+		return *sum
+	}
 	return scaledSummary(s)
 }
 
@@ -77,6 +80,9 @@ func setCounts(s *scope) {
 func scaledSummary(s *scope) conditions.Summary {
 	obs, sc := s.obs, s.scaled
 	counts := fmt.Sprintf("%d runners (%d idle, %d busy, %d starting), %d jobs queued", obs.current(), len(obs.idle), len(obs.busy), len(obs.pending), sc.queued)
+	if st := s.pool.Status.ScaleSet; st != nil && scaleSetMode(s.pool) {
+		counts = fmt.Sprintf("%d runners (%d idle, %d busy, %d starting), %d jobs assigned to scale set %q", obs.current(), len(obs.idle), len(obs.busy), len(obs.pending), st.AssignedJobs, s.pool.Spec.GitHub.ScaleSet.Name)
+	}
 	switch {
 	case s.pendingDereg > 0:
 		return conditions.Summary{State: conditions.Progressing, Reason: "Deregistering",

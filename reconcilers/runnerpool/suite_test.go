@@ -56,7 +56,7 @@ func TestMain(m *testing.M) {
 		// GitHub's hourly 5000 keeps one test's calls from starving the next.
 		_, stop, err := runnerlab.Start(context.Background(), runnerlab.Options{
 			Config: testenv.Config(), Client: testenv.Client(), WebhookSecret: webhookSecret,
-			RateLimit: 50000, JobDuration: 500 * time.Millisecond,
+			RateLimit: 50000, JobDuration: 500 * time.Millisecond, MessagePollWait: 2 * time.Second,
 			Manager: runnerlab.Suite(clk),
 			// The agents find each claim's machine on KubeVirt or, for a
 			// Proxmox lab's namespace, on its simulator (proxmox_test.go).

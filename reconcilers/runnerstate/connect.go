@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"time"
 
+	ghscaleset "github.com/actions/scaleset"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/providers/github"
+	"github.com/hyperfleet/hyperfleet/providers/github/scaleset"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 )
 
@@ -25,6 +27,10 @@ type GitHub struct {
 	RateLimiter *github.RateLimiter
 	// Timeout bounds one GitHub request.
 	Timeout time.Duration
+	// ScaleSets keeps one scale-set client per pool in scale-set mode.
+	ScaleSets scaleset.Clients
+	// Version is HyperFleet's, told to the scale-set service.
+	Version string
 }
 
 // Client returns the GitHub client and scope of a pool.
@@ -34,15 +40,10 @@ func (g *GitHub) Client(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool
 	if spec.Repository == "" {
 		scope.Owner = ""
 	}
-	secret, err := g.Secrets.Secret(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: spec.CredentialsRef.Name}, "spec.github.credentialsRef")
+	cfg, err := g.config(ctx, pool)
 	if err != nil {
 		return nil, scope, err
 	}
-	cfg, err := github.ConfigFromSecret(secret.Data)
-	if err != nil {
-		return nil, scope, &CredentialsError{Secret: spec.CredentialsRef.Name, Err: err}
-	}
-	cfg.BaseURL, cfg.Timeout, cfg.RateLimiter = spec.APIURL, g.Timeout, g.RateLimiter
 	gh, err := g.Clients.Get(client.ObjectKeyFromObject(pool).String(), cfg)
 	if err != nil {
 		return nil, scope, &CredentialsError{Secret: spec.CredentialsRef.Name, Err: err}
@@ -50,8 +51,45 @@ func (g *GitHub) Client(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool
 	return gh, scope, nil
 }
 
-// Forget drops a pool's client once the pool is gone.
-func (g *GitHub) Forget(pool types.NamespacedName) { g.Clients.Forget(pool.String()) }
+// ScaleSetClient returns the scale-set client of a pool with
+// spec.github.scaleSet, from the same credentials as its REST client.
+func (g *GitHub) ScaleSetClient(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) (*ghscaleset.Client, error) {
+	spec := pool.Spec.GitHub
+	cfg, err := g.config(ctx, pool)
+	if err != nil {
+		return nil, err
+	}
+	c, err := g.ScaleSets.Get(client.ObjectKeyFromObject(pool).String(), scaleset.ClientConfig{
+		Credentials: cfg, ConfigURL: scaleset.ConfigURL(spec.APIURL, spec.Owner, spec.Repository, spec.Organization),
+		Version: g.Version, Timeout: g.Timeout,
+	})
+	if err != nil {
+		return nil, &CredentialsError{Secret: spec.CredentialsRef.Name, Err: err}
+	}
+	return c, nil
+}
+
+// config reads the pool's credentials (a GET of a Secret in the pool's own
+// namespace, label-gated).
+func (g *GitHub) config(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool) (github.Config, error) {
+	spec := pool.Spec.GitHub
+	secret, err := g.Secrets.Secret(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: spec.CredentialsRef.Name}, "spec.github.credentialsRef")
+	if err != nil {
+		return github.Config{}, err
+	}
+	cfg, err := github.ConfigFromSecret(secret.Data)
+	if err != nil {
+		return github.Config{}, &CredentialsError{Secret: spec.CredentialsRef.Name, Err: err}
+	}
+	cfg.BaseURL, cfg.Timeout, cfg.RateLimiter = spec.APIURL, g.Timeout, g.RateLimiter
+	return cfg, nil
+}
+
+// Forget drops a pool's clients once the pool is gone.
+func (g *GitHub) Forget(pool types.NamespacedName) {
+	g.Clients.Forget(pool.String())
+	g.ScaleSets.Forget(pool.String())
+}
 
 // CredentialsError is a pool's credentials Secret that makes no client.
 type CredentialsError struct {

@@ -76,3 +76,10 @@ func PoolRunnerLabel(pool *hypervisorv1alpha1.RunnerPool) string {
 func Ours(pool *hypervisorv1alpha1.RunnerPool, runners []github.Runner) []github.Runner {
 	return runnerlist.Labelled(runners, PoolRunnerLabel(pool))
 }
+
+// ScaleSetMode reports whether the pool serves a runner scale set. Its jobs
+// are never recorded (GitHub's statistics count them), so a finished runner
+// of it is never held for a record that would name it.
+func ScaleSetMode(pool *hypervisorv1alpha1.RunnerPool) bool {
+	return pool.Spec.GitHub.ScaleSet != nil
+}

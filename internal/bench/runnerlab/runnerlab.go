@@ -31,6 +31,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
+	"github.com/hyperfleet/hyperfleet/providers/github/scaleset"
 )
 
 const (
@@ -62,6 +63,9 @@ type Options struct {
 	// flight at once, as GitHub does; 0 is githubsim's default (one at a
 	// time).
 	DeliveryConcurrency int
+	// MessagePollWait is how long githubsim holds a scale set's message
+	// poll open; 0 is GitHub's 50 s.
+	MessagePollWait time.Duration
 	// Wrap, if set, wraps the manager's transport to the API server (to
 	// timestamp its requests).
 	Wrap func(http.RoundTripper) http.RoundTripper
@@ -116,7 +120,8 @@ func Start(ctx context.Context, o Options) (_ *Lab, stop func(), err error) {
 		return nil, nil, err
 	}
 	gh := githubsim.New(githubsim.Options{Repositories: []string{Repo}, WebhookURL: "http://" + addr + "/github/webhook",
-		WebhookSecret: o.WebhookSecret, JobDuration: o.JobDuration, RateLimit: o.RateLimit, DeliveryConcurrency: o.DeliveryConcurrency})
+		WebhookSecret: o.WebhookSecret, JobDuration: o.JobDuration, RateLimit: o.RateLimit, DeliveryConcurrency: o.DeliveryConcurrency,
+		MessagePollWait: o.MessagePollWait})
 	if err := gh.Start(); err != nil {
 		return nil, nil, err
 	}
@@ -184,6 +189,9 @@ func Suite(clk clock.Clock) func(*manager.Options) {
 	return func(o *manager.Options) {
 		o.ObserveInterval, o.FinalizationTimeout = time.Second, time.Minute
 		o.Runners.SyncInterval, o.Runners.GitHubTimeout, o.Runners.Clock = time.Second, 5*time.Second, clk
+		// A scale set held elsewhere is asked for again within seconds.
+		o.Runners.ScaleSetSession = scaleset.SessionPolicy{Window: 20 * time.Second, FirstBackoff: 500 * time.Millisecond, MaxBackoff: 2 * time.Second}
+		o.Runners.ScaleSetRetry = 500 * time.Millisecond
 	}
 }
 
