@@ -12,14 +12,16 @@ import (
 )
 
 // runEnqueue queues fake workflow jobs on the sandbox's simulated GitHub,
-// which delivers them to the manager as workflow_job webhooks: the demo
+// which tells the manager of them as workflow_job webhooks (--mode webhook)
+// or through the sample scale set's session (--mode scale-set): the sample
 // RunnerPool scales up, its runners take the jobs and go away.
 func runEnqueue(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("hyperfleet-dev enqueue-jobs", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	sim := fs.String("github-sim", "http://127.0.0.1:8090", "URL of the sandbox's GitHub simulator (hyperfleet-dev --github-sim-address).")
 	repo := fs.String("repo", "acme/widgets", "Repository (owner/name) the jobs belong to.")
-	labels := fs.String("labels", "self-hosted,linux,x64,sandbox", "Comma-separated runs-on labels of the jobs; the demo pool serves \"sandbox\".")
+	mode := fs.String("mode", "webhook", "Which sample pool the jobs are for: webhook (demo-runners, told by workflow_job deliveries) or scale-set (scaleset-runners, told by its scale set's session). Picks the default --labels.")
+	labels := fs.String("labels", "", "Comma-separated runs-on labels of the jobs. Default: self-hosted,linux,x64,sandbox for --mode webhook, sandbox-scaleset for --mode scale-set.")
 	count := fs.Int("count", 1, "How many jobs to queue.")
 	duration := fs.Duration("duration", 20*time.Second, "How long each job runs once a runner takes it.")
 	if err := fs.Parse(args); err != nil {
@@ -27,6 +29,16 @@ func runEnqueue(args []string, stdout, stderr io.Writer) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if *labels == "" {
+		switch *mode {
+		case "webhook":
+			*labels = "self-hosted,linux,x64,sandbox"
+		case "scale-set":
+			*labels = "sandbox-scaleset"
+		default:
+			return fmt.Errorf("--mode must be webhook or scale-set, not %q", *mode)
+		}
 	}
 	if *count < 1 || *count > 1000 {
 		return fmt.Errorf("--count must be between 1 and 1000, not %d", *count)

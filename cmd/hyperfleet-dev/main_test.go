@@ -15,6 +15,7 @@ func TestDispatch(t *testing.T) {
 		{[]string{"-h"}, 0, "-samples-namespace"},
 		{[]string{"enqueue-jobs", "-h"}, 0, "-github-sim"},
 		{[]string{"enqueue-jobs", "--count", "0"}, 1, "--count must be between 1 and 1000"},
+		{[]string{"enqueue-jobs", "--mode", "poll"}, 1, `--mode must be webhook or scale-set, not "poll"`},
 		{[]string{"stray"}, 1, `unexpected arguments ["stray"]`},
 	}
 	for _, tc := range cases {

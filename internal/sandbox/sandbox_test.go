@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -238,6 +239,48 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 			return false, fmt.Sprintf("no CredentialsReleased event for the runner claim %s, which ran job %d", j.RunnerName, j.ID)
 		})
 	}
+	// The scale-set sample serves jobs for its scale set (as
+	// `hyperfleet-dev enqueue-jobs --mode scale-set` queues them), told of
+	// them by the scale set's session, not by a delivery.
+	eventually.That(t, 90*time.Second, func() (bool, string) {
+		pool := &hypervisorv1alpha1.RunnerPool{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "scaleset-runners"}, pool)
+		st := pool.Status.ScaleSet
+		return err == nil && st != nil && st.Session == hypervisorv1alpha1.ScaleSetSessionOpen, fmt.Sprintf("the scale-set sample: %v %+v", err, st)
+	})
+	var ssJobs []int64
+	for range 2 {
+		res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
+			strings.NewReader(`{"repo":"acme/widgets","labels":["sandbox-scaleset"],"duration":"1s"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var j githubsim.Job
+		err = json.NewDecoder(res.Body).Decode(&j)
+		_ = res.Body.Close()
+		if err != nil || res.StatusCode/100 != 2 {
+			t.Fatalf("queueing a scale-set job: %d %v", res.StatusCode, err)
+		}
+		ssJobs = append(ssJobs, j.ID)
+	}
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
+		res, err := http.Get("http://" + ghAddr + "/_sim/jobs")
+		if err != nil {
+			return false, err.Error()
+		}
+		defer func() { _ = res.Body.Close() }()
+		var all []githubsim.Job
+		if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
+			return false, err.Error()
+		}
+		done := 0
+		for _, j := range all {
+			if slices.Contains(ssJobs, j.ID) && j.Status == "completed" && j.Conclusion == "success" && strings.HasPrefix(j.RunnerName, "scaleset-runners-") {
+				done++
+			}
+		}
+		return done == len(ssJobs), fmt.Sprintf("the scale-set sample's runners completed %d of %d jobs: %+v", done, len(ssJobs), all)
+	})
 	// Where the sandbox keeps the SPIRE server's and the agents' files:
 	// /tmp/hfdevNNN/spire/api.sock.
 	m := regexp.MustCompile(`admin socket (\S+)\)`).FindStringSubmatch(out.String())

@@ -80,6 +80,8 @@ type scope struct {
 	// none runs.
 	listened  *scalesetlistener.View
 	listenErr error
+	// scaleSetTaken: the scale set of the pool's name is another pool's.
+	scaleSetTaken error
 	// githubErr is the failed GitHub call that stopped the reconcile:
 	// reading the credentials or listing the runners (connectGitHub).
 	githubErr error

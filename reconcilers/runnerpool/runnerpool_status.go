@@ -31,6 +31,8 @@ func computeStatus(s *scope, err error) conditions.Summary {
 	case s.templateMissing:
 		return conditions.Summary{State: conditions.Stalled, Reason: meta.DependencyNotFoundReason,
 			Message: fmt.Sprintf("HypervisorMachineTemplate %s (spec.templateRef) not found; create it", s.pool.Spec.TemplateRef.Name)}
+	case s.scaleSetTaken != nil:
+		return conditions.Summary{State: conditions.Stalled, Reason: "ScaleSetTaken", Message: s.scaleSetTaken.Error()}
 	case s.githubErr != nil:
 		summary, _ := githubOutcome(s.githubErr)
 		return summary

@@ -60,7 +60,12 @@ func (r *Reconciler) ensureScaleSet(ctx context.Context, s *scope) (skeleton.Res
 		s.scaleSets = c
 		err = r.keepScaleSet(ctx, s, c)
 	}
-	if err != nil {
+	var taken *scaleSetTakenError
+	switch {
+	case errors.As(err, &taken):
+		s.scaleSetTaken = taken
+		return skeleton.StopAndRequeue(time.Minute), nil
+	case err != nil:
 		s.githubErr = fmt.Errorf("scale set %q: %w", pool.Spec.GitHub.ScaleSet.Name, err)
 		_, after := githubOutcome(err)
 		return skeleton.StopAndRequeue(after), nil
@@ -84,7 +89,13 @@ func (r *Reconciler) keepScaleSet(ctx context.Context, s *scope, c *ghscaleset.C
 	case scaleset.Found:
 		// Made by someone else, or by this pool before its status said
 		// so: either way not known to be this pool's, so never deleted
-		// with it. Brought in step under the pool's ID.
+		// with it. Brought in step under the pool's ID — unless another
+		// pool's label is on it: a pool of another namespace must never
+		// take a scale set, its runners or its demand from the pool that
+		// serves it.
+		if other := otherPoolLabel(set, runnerstate.PoolRunnerLabel(pool)); other != "" {
+			return &scaleSetTakenError{name: set.Name, id: set.ID, label: other}
+		}
 		want.Known = set.ID
 		if set, _, err = scaleset.Ensure(ctx, c, want); err != nil {
 			return err
@@ -229,4 +240,25 @@ func (f listenerForgetter) Forget(key types.NamespacedName) {
 	if f.l != nil {
 		f.l.Stop(key)
 	}
+}
+
+// otherPoolLabel is a pool label on set that is not mine, or "".
+func otherPoolLabel(set *ghscaleset.RunnerScaleSet, mine string) string {
+	for _, l := range set.Labels {
+		if strings.HasPrefix(strings.ToLower(l.Name), runnerstate.PoolLabelPrefix) && !strings.EqualFold(l.Name, mine) {
+			return l.Name
+		}
+	}
+	return ""
+}
+
+// scaleSetTakenError: the scale set of the pool's name is another pool's.
+type scaleSetTakenError struct {
+	name  string
+	id    int
+	label string
+}
+
+func (e *scaleSetTakenError) Error() string {
+	return fmt.Sprintf("scale set %q (ID %d) is served by another RunnerPool (its label %s); give this pool another spec.github.scaleSet.name (a new RunnerPool)", e.name, e.id, e.label)
 }

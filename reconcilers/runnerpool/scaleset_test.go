@@ -177,3 +177,29 @@ func (l *lab) describeClaims() string {
 	}
 	return fmt.Sprint(out)
 }
+
+// A pool of another namespace that names a scale set another pool serves
+// never takes it: it stalls saying whose it is, and the serving pool keeps
+// its scale set, its labels and its session.
+func TestAnotherTenantsScaleSetIsNotTaken(t *testing.T) {
+	a := newLab(t)
+	a.pool("ss-tenant", scaleSetPool("ss-tenant"))
+	pa := a.sessionOpen("ss-tenant")
+	before, _ := scaleSetOf("ss-tenant")
+	b := newLab(t)
+	b.pool("intruder", scaleSetPool("ss-tenant"))
+	eventually.That(t, time.Minute, func() (bool, string) {
+		p := b.get("intruder")
+		return readyReason(p) == "ScaleSetTaken", describe(p)
+	})
+	after, _ := scaleSetOf("ss-tenant")
+	if fmt.Sprint(after.Labels) != fmt.Sprint(before.Labels) || after.ID != int(pa.Status.ScaleSet.ID) {
+		t.Errorf("the scale set changed: %+v, was %+v", after, before)
+	}
+	if p := b.get("intruder"); p.Status.ScaleSet != nil {
+		t.Errorf("the intruding pool recorded the scale set: %+v", p.Status.ScaleSet)
+	}
+	if st := a.get("ss-tenant").Status.ScaleSet; st.Session != hypervisorv1alpha1.ScaleSetSessionOpen {
+		t.Errorf("the serving pool's session is %s", st.Session)
+	}
+}

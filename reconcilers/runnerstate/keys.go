@@ -69,8 +69,11 @@ func PoolRunnerLabel(pool *hypervisorv1alpha1.RunnerPool) string {
 	if len(uid) > 12 {
 		uid = uid[:12]
 	}
-	return "hyperfleet-pool-" + uid
+	return PoolLabelPrefix + uid
 }
+
+// PoolLabelPrefix starts every pool's registration label.
+const PoolLabelPrefix = "hyperfleet-pool-"
 
 // Ours are the registrations carrying the pool's own label.
 func Ours(pool *hypervisorv1alpha1.RunnerPool, runners []github.Runner) []github.Runner {

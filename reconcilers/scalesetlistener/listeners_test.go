@@ -2,6 +2,7 @@ package scalesetlistener_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -51,7 +52,12 @@ func newLab(t *testing.T) *lab {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- lb.l.Start(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("the listeners ended with %v", err)
+		}
+	})
 	eventually.That(t, 10*time.Second, func() (bool, string) {
 		err := lb.l.Ensure(pool, lb.id, c, 10)
 		return err == nil, fmt.Sprint(err)
@@ -139,7 +145,7 @@ func TestStopClosesTheSession(t *testing.T) {
 // listener silently.
 func TestEnsureBeforeStartIsRefused(t *testing.T) {
 	var l scalesetlistener.Listeners
-	if err := l.Ensure(pool, 1, nil, 1); err != scalesetlistener.ErrNotStarted {
+	if err := l.Ensure(pool, 1, nil, 1); !errors.Is(err, scalesetlistener.ErrNotStarted) {
 		t.Errorf("Ensure before Start: %v, want ErrNotStarted", err)
 	}
 }

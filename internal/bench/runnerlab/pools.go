@@ -26,6 +26,9 @@ type Pool struct {
 	MaxReplicas int32
 	// IdleTTL is how long an idle runner stays; 0 keeps the default.
 	IdleTTL time.Duration
+	// ScaleSet makes it a scale-set pool whose scale set has its name
+	// (jobs then ask for that one label).
+	ScaleSet bool
 }
 
 // Prepare makes in ns a personal access token Secret for githubsim, a
@@ -50,6 +53,10 @@ func (l *Lab) Prepare(ctx context.Context, c client.Client, ns string, pools ...
 					CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: l.GitHub.URL() + "/"},
 				Labels: []string{p.Name}, MinReplicas: 0, MaxReplicas: p.MaxReplicas,
 			}}
+		if p.ScaleSet {
+			pool.Spec.GitHub.ScaleSet = &hypervisorv1alpha1.ScaleSetSpec{Name: p.Name}
+			pool.Spec.Labels = nil
+		}
 		if p.IdleTTL > 0 {
 			pool.Spec.IdleTTL = &metav1.Duration{Duration: p.IdleTTL}
 		}
