@@ -80,6 +80,7 @@ bench: controlplane ## Every benchmark at a size that finishes in under 15 minut
 	$(MAKE) bench-memory MEMORY_CLAIMS=2000 MEMORY_NOISE=2000
 	$(MAKE) bench-performers PERF_N=200 PERF_IDLE=30s
 	$(MAKE) bench-runners
+	$(MAKE) bench-scaleset
 	$(MAKE) bench-github GHCOST_JOBS=200 GHCOST_IDLE=1m
 
 .PHONY: bench-full
@@ -104,6 +105,10 @@ RUNNERS_N ?= 500
 .PHONY: bench-runners
 bench-runners: controlplane ## Runner latency: RUNNERS_N (500) queued deliveries at once to the real manager; delivery → provider Create call, → runner registered, → job taken (p50/p99), with maxReplicas fitting the burst and a fifth of it.
 	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench RunnerLatency -benchtime 1x -timeout 30m -v ./internal/bench/runners/
+
+.PHONY: bench-scaleset
+bench-scaleset: controlplane ## Scale-set pool beside webhook pool, in one run: bursts of 100 and RUNNERS_N (500) jobs; queued → provider Create call, → job taken (p50/p99), GitHub requests per job.
+	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench ScaleSetVsWebhook -benchtime 1x -timeout 60m -v ./internal/bench/runners/
 
 GHCOST_POOLS ?= 10
 GHCOST_JOBS ?= 500

@@ -203,3 +203,23 @@ func TestAnotherTenantsScaleSetIsNotTaken(t *testing.T) {
 		t.Errorf("the serving pool's session is %s", st.Session)
 	}
 }
+
+// A scale-set pool on Proxmox: its runners are cloned VMs booting with the
+// scale set's JIT configs from their NoCloud ISOs; after the jobs, the
+// runners, VMs, registrations and ISOs are gone.
+func TestProxmoxScaleSetPoolServesItsJobs(t *testing.T) {
+	l := newProxmoxLab(t)
+	l.pool("ss-pve", scaleSetPool("ss-pve"))
+	l.sessionOpen("ss-pve")
+	ids := queueFor(t, "ss-pve", 2, time.Second)
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		done, msg := allDone(ids)
+		return done, msg + "; " + describe(l.get("ss-pve"))
+	})
+	for _, id := range ids {
+		if j, _ := gh.Job(id); !strings.HasPrefix(j.RunnerName, "ss-pve-") || j.Conclusion != "success" {
+			t.Errorf("job %d ran on %q with conclusion %q", id, j.RunnerName, j.Conclusion)
+		}
+	}
+	l.gone("ss-pve")
+}
