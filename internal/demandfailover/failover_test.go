@@ -66,27 +66,8 @@ func TestDemandSurvivesLeaderKilledMidBurst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := testenv.Client()
-	dir := t.TempDir()
-	bin, err := testenv.BuildOperator(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc, err := testenv.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kv.Stop)
+	r := startRig(t, ctx)
+	bin, kubeconfig, dir, kv := r.bin, r.kubeconfig, r.dir, r.kv
 
 	// The "Service": one address, spreading deliveries over both replicas.
 	svc := &service{}
@@ -484,4 +465,37 @@ func lagAt(gh *githubsim.Server, ids []int64, at, killedAt time.Time) string {
 	}
 	return fmt.Sprintf("made %s after the kill; then %d jobs waited for a runner, %d had started and %d finished with no in_progress or completed answered",
 		at.Sub(killedAt).Round(100*time.Millisecond), waiting, startedUnrecorded, doneUnrecorded)
+}
+
+// rig is what both failover tests run on: the operator's binary, a
+// kubeconfig for it, a directory for its logs and KubeVirt's simulator.
+type rig struct {
+	bin, kubeconfig, dir string
+	kv                   *kubevirtsim.Simulator
+}
+
+func startRig(t *testing.T, ctx context.Context) rig {
+	t.Helper()
+	dir := t.TempDir()
+	bin, err := testenv.BuildOperator(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeconfig := filepath.Join(dir, "kubeconfig")
+	kc, err := testenv.Kubeconfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
+		t.Fatal(err)
+	}
+	kv, err := kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kv.Stop)
+	return rig{bin: bin, kubeconfig: kubeconfig, dir: dir, kv: kv}
 }

@@ -3,9 +3,7 @@ package demandfailover
 import (
 	"context"
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +19,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
-	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/replicas"
@@ -39,27 +36,8 @@ func TestScaleSetSessionSurvivesLeaderKilledMidBurst(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	c := testenv.Client()
-	dir := t.TempDir()
-	bin, err := testenv.BuildOperator(ctx, dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	kubeconfig := filepath.Join(dir, "kubeconfig")
-	kc, err := testenv.Kubeconfig()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(kubeconfig, kc, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := kubevirtsim.Install(ctx, testenv.Config()); err != nil {
-		t.Fatal(err)
-	}
-	kv, err := kubevirtsim.Start(ctx, testenv.Config(), kubevirtsim.Options{Logger: logr.Discard()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(kv.Stop)
+	r := startRig(t, ctx)
+	bin, kubeconfig, dir, kv := r.bin, r.kubeconfig, r.dir, r.kv
 	// A killed listener's session lapses after 20 s here (GitHub does not
 	// publish its figure); the new leader waits it out.
 	gh := githubsim.New(githubsim.Options{Repositories: []string{repo}, JobDuration: 300 * time.Millisecond,

@@ -191,27 +191,12 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	// idle runner, so the pool scales up and new machines attest too.
 	const jobs = 3
 	for range jobs {
-		var enqueueOut bytes.Buffer
-		res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
-			strings.NewReader(`{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		_, _ = enqueueOut.ReadFrom(res.Body)
-		_ = res.Body.Close()
-		if res.StatusCode/100 != 2 {
-			t.Fatalf("queueing a job: %d %s", res.StatusCode, enqueueOut.String())
-		}
+		queueSimJob(t, ghAddr, `{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`)
 	}
 	var done3 []githubsim.Job
 	eventually.That(t, 3*time.Minute, func() (bool, string) {
-		res, err := http.Get("http://" + ghAddr + "/_sim/jobs")
+		all, err := simJobs(ghAddr)
 		if err != nil {
-			return false, err.Error()
-		}
-		defer func() { _ = res.Body.Close() }()
-		var all []githubsim.Job
-		if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
 			return false, err.Error()
 		}
 		done3 = done3[:0]
@@ -250,27 +235,11 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	})
 	var ssJobs []int64
 	for range 2 {
-		res, err := http.Post("http://"+ghAddr+"/_sim/jobs", "application/json",
-			strings.NewReader(`{"repo":"acme/widgets","labels":["sandbox-scaleset"],"duration":"1s"}`))
-		if err != nil {
-			t.Fatal(err)
-		}
-		var j githubsim.Job
-		err = json.NewDecoder(res.Body).Decode(&j)
-		_ = res.Body.Close()
-		if err != nil || res.StatusCode/100 != 2 {
-			t.Fatalf("queueing a scale-set job: %d %v", res.StatusCode, err)
-		}
-		ssJobs = append(ssJobs, j.ID)
+		ssJobs = append(ssJobs, queueSimJob(t, ghAddr, `{"repo":"acme/widgets","labels":["sandbox-scaleset"],"duration":"1s"}`).ID)
 	}
 	eventually.That(t, 3*time.Minute, func() (bool, string) {
-		res, err := http.Get("http://" + ghAddr + "/_sim/jobs")
+		all, err := simJobs(ghAddr)
 		if err != nil {
-			return false, err.Error()
-		}
-		defer func() { _ = res.Body.Close() }()
-		var all []githubsim.Job
-		if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
 			return false, err.Error()
 		}
 		done := 0
@@ -355,4 +324,31 @@ func freeAddr(t *testing.T) string {
 	}
 	defer func() { _ = l.Close() }()
 	return l.Addr().String()
+}
+
+// queueSimJob queues a job on the sandbox's GitHub simulator, as
+// `hyperfleet-dev enqueue-jobs` does.
+func queueSimJob(t *testing.T, addr, body string) githubsim.Job {
+	t.Helper()
+	res, err := http.Post("http://"+addr+"/_sim/jobs", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	var j githubsim.Job
+	if err := json.NewDecoder(res.Body).Decode(&j); err != nil || res.StatusCode/100 != 2 {
+		t.Fatalf("queueing a job %s: HTTP %d, %v", body, res.StatusCode, err)
+	}
+	return j
+}
+
+// simJobs lists the sandbox's GitHub simulator's jobs.
+func simJobs(addr string) ([]githubsim.Job, error) {
+	res, err := http.Get("http://" + addr + "/_sim/jobs")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = res.Body.Close() }()
+	var all []githubsim.Job
+	return all, json.NewDecoder(res.Body).Decode(&all)
 }
