@@ -211,18 +211,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	// had its JIT config: the credential endpoint handed it out (the
 	// samples' user data carries a join token, never a JIT config).
 	for _, j := range done3 {
-		eventually.That(t, 30*time.Second, func() (bool, string) {
-			var events corev1.EventList
-			if err := c.List(ctx, &events, client.InNamespace(ns)); err != nil {
-				return false, err.Error()
-			}
-			for _, e := range events.Items {
-				if e.Reason == "CredentialsReleased" && e.InvolvedObject.Kind == "MachineClaim" && e.InvolvedObject.Name == j.RunnerName {
-					return true, ""
-				}
-			}
-			return false, fmt.Sprintf("no CredentialsReleased event for the runner claim %s, which ran job %d", j.RunnerName, j.ID)
-		})
+		credentialsReleased(t, ctx, c, ns, j)
 	}
 	// The scale-set sample serves jobs for its scale set (as
 	// `hyperfleet-dev enqueue-jobs --mode scale-set` queues them), told of
@@ -234,6 +223,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		return err == nil && st != nil && st.Session == hypervisorv1alpha1.ScaleSetSessionOpen, fmt.Sprintf("the scale-set sample: %v %+v", err, st)
 	})
 	var ssJobs []int64
+	var ssDone []githubsim.Job
 	for range 2 {
 		ssJobs = append(ssJobs, queueSimJob(t, ghAddr, `{"repo":"acme/widgets","labels":["sandbox-scaleset"],"duration":"1s"}`).ID)
 	}
@@ -242,14 +232,19 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		done := 0
+		ssDone = ssDone[:0]
 		for _, j := range all {
 			if slices.Contains(ssJobs, j.ID) && j.Status == "completed" && j.Conclusion == "success" && strings.HasPrefix(j.RunnerName, "scaleset-runners-") {
-				done++
+				ssDone = append(ssDone, j)
 			}
 		}
-		return done == len(ssJobs), fmt.Sprintf("the scale-set sample's runners completed %d of %d jobs: %+v", done, len(ssJobs), all)
+		return len(ssDone) == len(ssJobs), fmt.Sprintf("the scale-set sample's runners completed %d of %d jobs: %+v", len(ssDone), len(ssJobs), all)
 	})
+	// The scale set's JIT configs take the same path: attested first,
+	// handed out by the credential endpoint, never in user data.
+	for _, j := range ssDone {
+		credentialsReleased(t, ctx, c, ns, j)
+	}
 	// Where the sandbox keeps the SPIRE server's and the agents' files:
 	// /tmp/hfdevNNN/spire/api.sock.
 	m := regexp.MustCompile(`admin socket (\S+)\)`).FindStringSubmatch(out.String())
@@ -351,4 +346,22 @@ func simJobs(addr string) ([]githubsim.Job, error) {
 	defer func() { _ = res.Body.Close() }()
 	var all []githubsim.Job
 	return all, json.NewDecoder(res.Body).Decode(&all)
+}
+
+// credentialsReleased waits for the event saying the credential endpoint
+// handed the runner that ran job j its JIT config, to its attested SVID.
+func credentialsReleased(t *testing.T, ctx context.Context, c client.Client, ns string, j githubsim.Job) {
+	t.Helper()
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		var events corev1.EventList
+		if err := c.List(ctx, &events, client.InNamespace(ns)); err != nil {
+			return false, err.Error()
+		}
+		for _, e := range events.Items {
+			if e.Reason == "CredentialsReleased" && e.InvolvedObject.Kind == "MachineClaim" && e.InvolvedObject.Name == j.RunnerName {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no CredentialsReleased event for the runner claim %s, which ran job %d", j.RunnerName, j.ID)
+	})
 }
