@@ -223,15 +223,21 @@ func (s *Server) StopRunner(id int64) error {
 	if r == nil {
 		return errf(http.StatusNotFound, "No runner with ID %d is registered", id)
 	}
-	// Detach first: the failed job must neither deregister the runner nor
-	// be followed by another job on it.
+	s.killRunnerLocked(r, "failure")
+	return nil
+}
+
+// killRunnerLocked ends runner r's process without deregistering it; its
+// running job, if any, completes with conclusion. The runner is detached
+// first, so the job's end neither deregisters it nor gives it another job.
+// The caller holds s.mu.
+func (s *Server) killRunnerLocked(r *runnerState, conclusion string) {
 	jobID := r.jobID
 	r.busy, r.jobID = false, 0
 	r.exit()
 	if j := s.jobs[jobID]; j != nil && j.Status == JobInProgress {
-		s.completeJobLocked(j, "failure")
+		s.completeJobLocked(j, conclusion)
 	}
-	return nil
 }
 
 // RemoveRunner deregisters a runner as config.sh remove does, with a

@@ -47,11 +47,7 @@ func (s *Server) CancelLeavingGhost(jobID int64) error {
 	if r == nil {
 		return fmt.Errorf("githubsim: job %d's runner is gone", jobID)
 	}
-	// Detached first, so the job's end neither deregisters the runner nor
-	// gives it another job.
-	r.busy, r.jobID = false, 0
-	r.exit()
-	s.completeJobLocked(j, "cancelled")
+	s.killRunnerLocked(r, "cancelled")
 	return nil
 }
 
