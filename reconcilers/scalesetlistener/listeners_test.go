@@ -118,6 +118,26 @@ func TestStatisticsWinOverLostMessages(t *testing.T) {
 	}
 }
 
+// A network that drops the session's polls (the connection reset, no
+// answer) loses the session; the listener opens a new one, and the demand
+// GitHub states is the same as before.
+func TestDroppedConnectionsReopenTheSession(t *testing.T) {
+	lb := newLab(t)
+	lb.demand(t, 0)
+	lb.queue(t, 2)
+	lb.demand(t, 2)
+	sessions := lb.srv.Calls(githubsim.EndpointSessionCreate)
+	if err := lb.srv.InjectFault(githubsim.Fault{Endpoint: githubsim.EndpointMessageGet, Action: githubsim.FaultDrop, Times: 3}); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		n := lb.srv.Calls(githubsim.EndpointSessionCreate)
+		return n > sessions && lb.srv.PendingFaults() == 0, fmt.Sprintf("%d sessions created, %d before; %d faults left", n, sessions, lb.srv.PendingFaults())
+	})
+	lb.queue(t, 1)
+	lb.demand(t, 3)
+}
+
 // Stop closes the session, so another listener (a new leader) gets it at
 // once rather than after GitHub lets it lapse; the pool's demand is no
 // longer reported.

@@ -33,6 +33,9 @@ const (
 	// client's last look at it and this call, as on GitHub a runner may at
 	// any moment.
 	FaultStartJob
+	// FaultDrop closes the connection without an answer, as a network
+	// that drops it midway: the client sees the connection reset.
+	FaultDrop
 )
 
 func (a FaultAction) String() string {
@@ -47,6 +50,8 @@ func (a FaultAction) String() string {
 		return "hang"
 	case FaultStartJob:
 		return "start-job"
+	case FaultDrop:
+		return "drop"
 	}
 	return fmt.Sprintf("FaultAction(%d)", int(a))
 }
@@ -113,6 +118,15 @@ func (s *Server) applyFault(w http.ResponseWriter, r *http.Request, f Fault) boo
 	case FaultStartJob:
 		s.startJobOnRequest(r, f.Job)
 		return false
+	case FaultDrop:
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			_ = conn.Close()
+			return true
+		}
+		// A writer that cannot be hijacked (HTTP/2) answers as a proxy
+		// whose upstream dropped the connection.
+		writeError(w, &apiError{status: http.StatusBadGateway, message: "connection dropped"})
+		return true
 	case FaultSecondaryRateLimit:
 		e := &apiError{status: f.Status, message: f.Message, docURL: secondaryLimitDoc, retryAfter: f.RetryAfter}
 		if e.status == 0 {
