@@ -62,6 +62,7 @@ func (r running) print(out io.Writer) {
 	}
 	if r.githubURL != "" {
 		try("go run ./cmd/hyperfleet-dev enqueue-jobs --count 5", "queue GitHub jobs, then: kubectl get rp,mc -w"+ns)
+		try("go run ./cmd/hyperfleet-dev enqueue-jobs --mode scale-set", "the same for the scale-set pool (no webhook)")
 	}
 	if r.kubevirt {
 		try("kubectl edit cm -n "+o.Manager.OperatorNamespace+" cyberdesk-vm-template", "changes the next desktops")
