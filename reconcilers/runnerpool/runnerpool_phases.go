@@ -239,8 +239,11 @@ func (r *Reconciler) scale(ctx context.Context, s *scope) (skeleton.Result, erro
 	defer func() {
 		s.scaled.queued = s.demand.queued
 		if scaleSetMode(pool) {
-			// Assigned and not yet taken by a runner.
-			s.scaled.queued = max(0, scaleSetDemand(s)-len(obs.busy))
+			// Assigned and not yet taken by a runner, once GitHub said.
+			s.scaled.queued = 0
+			if v := s.listened; v != nil && v.Known {
+				s.scaled.queued = max(0, v.Assigned-len(obs.busy))
+			}
 		}
 		runnerCounts.set(s.key, map[string]int{
 			StatePending: len(obs.pending), StateIdle: len(obs.idle), StateBusy: len(obs.busy), StateDeregistering: s.pendingDereg,
@@ -459,7 +462,7 @@ func (r *Reconciler) desired(s *scope, obs observed) int {
 		// GitHub's count of the jobs assigned to the scale set, running
 		// ones included, is the runners it needs (never a count of
 		// messages: they are lost, repeated and early).
-		want = max(floor, scaleSetDemand(s))
+		want = max(floor, scaleSetDemand(s, obs))
 	} else {
 		want = max(floor, s.demand.want(obs.busy, obs.finished))
 	}

@@ -153,10 +153,12 @@ func (r *Reconciler) listen(_ context.Context, s *scope) (skeleton.Result, error
 }
 
 // scaleSetDemand is what the scale set needs: GitHub's assigned jobs, once
-// the session stated them; before that, nothing above the floor.
-func scaleSetDemand(s *scope) int {
+// the session stated them. Before that (a new leader, a session not open
+// yet) the pool holds the runners it has: idle ones retired then would be
+// machines the jobs GitHub already assigned were about to take.
+func scaleSetDemand(s *scope, obs observed) int {
 	if s.listened == nil || !s.listened.Known {
-		return 0
+		return obs.current()
 	}
 	return s.listened.Assigned
 }
