@@ -235,31 +235,18 @@ func sent(gh *githubsim.Server) int {
 // template and the pool.
 func setup(t *testing.T, ctx context.Context, c client.Client, gh *githubsim.Server) {
 	t.Helper()
-	owner, name, _ := strings.Cut(repo, "/")
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: workNamespace}},
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-webhook", Namespace: operatorNamespace, Labels: map[string]string{meta.CredentialsLabel: "true"}},
 			StringData: map[string]string{"webhookSecret": webhookSecret}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Namespace: workNamespace, Labels: map[string]string{meta.CredentialsLabel: "true"}},
-			StringData: map[string]string{"token": gh.PAT()}},
-		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv", Namespace: workNamespace},
-			Spec: hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt}},
-		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: workNamespace},
-			Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: "kv"},
-				KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}}}},
-		&hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: workNamespace},
-			Spec: hypervisorv1alpha1.RunnerPoolSpec{
-				TemplateRef: meta.LocalObjectReference{Name: "runner"},
-				GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
-					CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
-				Labels: []string{"failover"}, MinReplicas: 0, MaxReplicas: 40,
-				IdleTTL: &metav1.Duration{Duration: 10 * time.Minute},
-				// Only deliveries (and their redeliveries) feed the pool
-				// here: the poll would hide a lost record.
-				WebhookScaling: &hypervisorv1alpha1.WebhookScaling{PollInterval: &metav1.Duration{}},
-			}},
 	}
+	objs = append(objs, runnerObjects(workNamespace, gh, func(spec *hypervisorv1alpha1.RunnerPoolSpec) {
+		spec.Labels = []string{"failover"}
+		// Only deliveries (and their redeliveries) feed the pool here: the
+		// poll would hide a lost record.
+		spec.WebhookScaling = &hypervisorv1alpha1.WebhookScaling{PollInterval: &metav1.Duration{}}
+	})...)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
@@ -498,4 +485,29 @@ func startRig(t *testing.T, ctx context.Context) rig {
 	}
 	t.Cleanup(kv.Stop)
 	return rig{bin: bin, kubeconfig: kubeconfig, dir: dir, kv: kv}
+}
+
+// runnerObjects are a namespace's GitHub token Secret, KubeVirt cluster,
+// runner template and the RunnerPool "pool", as mutate finishes its spec.
+func runnerObjects(ns string, gh *githubsim.Server, mutate func(*hypervisorv1alpha1.RunnerPoolSpec)) []client.Object {
+	owner, name, _ := strings.Cut(repo, "/")
+	pool := &hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: ns},
+		Spec: hypervisorv1alpha1.RunnerPoolSpec{
+			TemplateRef: meta.LocalObjectReference{Name: "runner"},
+			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
+				CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
+			MinReplicas: 0, MaxReplicas: 40,
+			IdleTTL: &metav1.Duration{Duration: 10 * time.Minute},
+		}}
+	mutate(&pool.Spec)
+	return []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Namespace: ns, Labels: map[string]string{meta.CredentialsLabel: "true"}},
+			StringData: map[string]string{"token": gh.PAT()}},
+		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv", Namespace: ns},
+			Spec: hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt}},
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: ns},
+			Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: "kv"},
+				KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}}}},
+		pool,
+	}
 }

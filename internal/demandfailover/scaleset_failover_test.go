@@ -12,11 +12,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
-	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
@@ -154,27 +152,13 @@ func TestScaleSetSessionSurvivesLeaderKilledMidBurst(t *testing.T) {
 // the scale-set pool.
 func setupScaleSet(t *testing.T, ctx context.Context, c client.Client, gh *githubsim.Server) {
 	t.Helper()
-	owner, name, _ := strings.Cut(repo, "/")
 	objs := []client.Object{
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace}},
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: scaleSetNamespace}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "github-pat", Namespace: scaleSetNamespace, Labels: map[string]string{meta.CredentialsLabel: "true"}},
-			StringData: map[string]string{"token": gh.PAT()}},
-		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "kv", Namespace: scaleSetNamespace},
-			Spec: hypervisorv1alpha1.HypervisorClusterSpec{Provider: hypervisorv1alpha1.ProviderKubeVirt}},
-		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "runner", Namespace: scaleSetNamespace},
-			Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{ClusterRef: meta.LocalObjectReference{Name: "kv"},
-				KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{VirtualMachine: &runtime.RawExtension{Raw: []byte(runnerVM)}}}},
-		&hypervisorv1alpha1.RunnerPool{ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: scaleSetNamespace},
-			Spec: hypervisorv1alpha1.RunnerPoolSpec{
-				TemplateRef: meta.LocalObjectReference{Name: "runner"},
-				GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
-					CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/",
-					ScaleSet: &hypervisorv1alpha1.ScaleSetSpec{Name: "failover-scaleset"}},
-				MinReplicas: 0, MaxReplicas: 40,
-				IdleTTL: &metav1.Duration{Duration: 10 * time.Minute},
-			}},
 	}
+	objs = append(objs, runnerObjects(scaleSetNamespace, gh, func(spec *hypervisorv1alpha1.RunnerPoolSpec) {
+		spec.GitHub.ScaleSet = &hypervisorv1alpha1.ScaleSetSpec{Name: "failover-scaleset"}
+	})...)
 	for _, o := range objs {
 		if err := c.Create(ctx, o); err != nil && (!apierrors.IsAlreadyExists(err) || !isNamespace(o)) {
 			t.Fatalf("creating %T %s: %v", o, o.GetName(), err)
