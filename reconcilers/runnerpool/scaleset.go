@@ -218,7 +218,7 @@ func (r *Reconciler) deleteScaleSet(ctx context.Context, s *scope) (skeleton.Res
 	c, err := r.GitHub.ScaleSetClient(ctx, pool)
 	if err == nil {
 		err = c.DeleteRunnerScaleSet(ctx, int(st.ID))
-		if err != nil && isScaleSetNotFound(err) {
+		if scaleset.IsNotFound(err) {
 			err = nil
 		}
 	}
@@ -229,10 +229,6 @@ func (r *Reconciler) deleteScaleSet(ctx context.Context, s *scope) (skeleton.Res
 	r.Recorder.Eventf(pool, nil, corev1.EventTypeNormal, "ScaleSetDeleted", "Delete", "Deleted scale set %q (ID %d)", pool.Spec.GitHub.ScaleSet.Name, st.ID)
 	st.ID = 0
 	return skeleton.Continue(), nil
-}
-
-func isScaleSetNotFound(err error) bool {
-	return err != nil && (strings.Contains(err.Error(), "RunnerScaleSetNotFoundException") || strings.Contains(err.Error(), "404"))
 }
 
 // listenerForgetter stops a pool's listener when the driver forgets the pool.

@@ -30,8 +30,6 @@ type Listeners struct {
 	// completed. Set before Start.
 	Wake func(pool types.NamespacedName)
 	Log  logr.Logger
-	// Now is the clock of the last-message times; nil is time.Now.
-	Now func() time.Time
 
 	mu      sync.Mutex
 	ctx     context.Context
@@ -150,13 +148,6 @@ func (l *Listeners) Demand(pool types.NamespacedName) (View, bool) {
 	return View{Assigned: ln.assigned, Known: ln.known, Session: ln.state, Why: ln.why, LastMessage: ln.lastMessage}, true
 }
 
-func (l *Listeners) now() time.Time {
-	if l.Now != nil {
-		return l.Now()
-	}
-	return time.Now()
-}
-
 func (l *Listeners) wake(pool types.NamespacedName) {
 	if l.Wake != nil {
 		l.Wake(pool)
@@ -225,7 +216,7 @@ type scaler struct {
 var _ scaleset.Scaler = (*scaler)(nil)
 
 func (s *scaler) HandleDesiredRunnerCount(_ context.Context, count int) (int, error) {
-	now := s.l.now()
+	now := time.Now()
 	s.ln.mu.Lock()
 	changed := !s.ln.known || s.ln.assigned != count
 	s.ln.assigned, s.ln.known, s.ln.lastMessage = count, true, now

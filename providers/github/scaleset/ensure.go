@@ -68,7 +68,7 @@ func Ensure(ctx context.Context, c API, w Want) (*scaleset.RunnerScaleSet, Outco
 	if w.Known != 0 {
 		have, err := c.GetRunnerScaleSetByID(ctx, w.Known)
 		switch {
-		case isNotFound(err):
+		case IsNotFound(err):
 			// Deleted outside HyperFleet: made again below.
 			have = nil
 		case err != nil:
@@ -132,9 +132,9 @@ func sameLabels(have, want []scaleset.Label) bool {
 	return slices.Equal(norm(have), norm(want))
 }
 
-// isNotFound reports GitHub's answer for a scale set that does not exist.
+// IsNotFound reports GitHub's answer for a scale set that does not exist.
 // The library wraps it without a sentinel of its own; the exception's name
 // is what it keeps.
-func isNotFound(err error) bool {
+func IsNotFound(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "RunnerScaleSetNotFoundException")
 }
