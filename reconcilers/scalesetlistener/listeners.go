@@ -95,7 +95,9 @@ var ErrNotStarted = errors.New("the scale-set listeners have not started")
 
 // Ensure makes the pool's listener run on scale set id through c, reporting
 // capacity with every poll; a listener of another scale set (the pool's was
-// made again) is stopped first. It returns ErrNotStarted before Start.
+// made again) or through another client (the pool's credentials changed,
+// and the old ones may be revoked) is stopped first. It returns
+// ErrNotStarted before Start.
 func (l *Listeners) Ensure(pool types.NamespacedName, id int, c scaleset.Sessions, capacity int) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -103,7 +105,7 @@ func (l *Listeners) Ensure(pool types.NamespacedName, id int, c scaleset.Session
 		return ErrNotStarted
 	}
 	if ln, ok := l.running[pool]; ok {
-		if ln.scaleSetID == id {
+		if ln.scaleSetID == id && ln.client == c {
 			ln.capacity.Store(int64(capacity))
 			return nil
 		}

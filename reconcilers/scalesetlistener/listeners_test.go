@@ -138,6 +138,28 @@ func TestDroppedConnectionsReopenTheSession(t *testing.T) {
 	lb.demand(t, 3)
 }
 
+// A pool whose credentials changed gets a new client; its listener moves
+// to it (a new session), rather than polling on with credentials that may
+// be revoked.
+func TestNewClientMovesTheListener(t *testing.T) {
+	lb := newLab(t)
+	lb.demand(t, 0)
+	sessions := lb.srv.Calls(githubsim.EndpointSessionCreate)
+	c2, err := scaleset.NewClient(scaleset.ClientConfig{Credentials: github.Config{Token: pat}, ConfigURL: lb.srv.URL() + "acme/widgets", Version: "test", RetryMax: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lb.l.Ensure(pool, lb.id, c2, 10); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 20*time.Second, func() (bool, string) {
+		n := lb.srv.Calls(githubsim.EndpointSessionCreate)
+		return n > sessions, fmt.Sprintf("%d sessions created, %d before the new client", n, sessions)
+	})
+	lb.queue(t, 1)
+	lb.demand(t, 1)
+}
+
 // Stop closes the session, so another listener (a new leader) gets it at
 // once rather than after GitHub lets it lapse; the pool's demand is no
 // longer reported.
