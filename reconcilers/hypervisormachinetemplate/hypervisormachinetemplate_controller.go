@@ -37,6 +37,7 @@ const DefaultWorkers = 8
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisormachinetemplates,verbs=get;list;watch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=hypervisormachinetemplates/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;create;delete
 
 // SetupWithManager registers the reconciler; a cluster's change re-checks its templates.
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
@@ -52,6 +53,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&hypervisorv1alpha1.HypervisorMachineTemplate{}).
 		Watches(&hypervisorv1alpha1.HypervisorCluster{}, handler.EnqueueRequestsFromMapFunc(r.templatesForCluster)).
+		Watches(&hypervisorv1alpha1.MachineClaim{}, handler.EnqueueRequestsFromMapFunc(templateOfStandby)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Complete(r)
 }
@@ -85,7 +87,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.HypervisorMac
 			Scope: func(t *hypervisorv1alpha1.HypervisorMachineTemplate, _ *skeleton.StatusPatch) *scope {
 				return &scope{template: t}
 			},
-			Phases: []skeleton.Phase[*scope]{r.readCluster, r.connect, r.checkSource},
+			Phases: []skeleton.Phase[*scope]{r.keepStandby, r.readCluster, r.connect, r.checkSource},
 			Status: computeStatus,
 			Events: r.recordEvents,
 		},

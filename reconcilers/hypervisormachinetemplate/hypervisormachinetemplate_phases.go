@@ -54,6 +54,10 @@ type scope struct {
 	// sourceErr is why it was not.
 	source    string
 	sourceErr error
+
+	// standby counts the template's standby claims (keepStandby); nil
+	// when it keeps none.
+	standby *hypervisorv1alpha1.StandbyStatus
 }
 
 // readCluster reads the referenced cluster and decides whether the template

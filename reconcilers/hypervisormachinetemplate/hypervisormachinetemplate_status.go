@@ -32,6 +32,7 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 	if s.source != "" {
 		t.Status.ResolvedSource = s.source
 	}
+	t.Status.Standby = s.standby
 	name := s.clusterKey.Name
 	switch {
 	case s.clusterErr != nil:

@@ -74,9 +74,12 @@ type Reconciler struct {
 
 	backoff backoff
 	booting booting
+	// bound: the standby claim this process bound for a claim, until the
+	// cache shows the binding (standby.go).
+	bound skeleton.Memory[binding]
 }
 
-// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;update;patch;delete
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims/finalizers,verbs=update
 
@@ -109,7 +112,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = defaultWorkers
 	}
 	registerMetrics.Do(func() {
-		metrics.Registry.MustRegister(provisionDuration, finalizerDeadlineExceeded,
+		metrics.Registry.MustRegister(provisionDuration, finalizerDeadlineExceeded, standbyBinds, standbyMisses,
 			machinesCollector{reader: mgr.GetCache(), providers: r.Hypervisors.Providers()})
 	})
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.MachineClaim{}, templateRefIndex,
@@ -258,7 +261,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.MachineClaim,
 			},
 			Finalizer: Finalizer,
 			Phases: []skeleton.Phase[*scope]{
-				r.ended, r.retire, r.resolve, r.deadlines, r.attestationDeadline, r.assignReference, r.ensureAddress, r.attest, r.provision, r.observe,
+				r.ended, r.retire, r.resolve, r.take, r.deadlines, r.attestationDeadline, r.assignReference, r.ensureAddress, r.attest, r.provision, r.observe,
 			},
 			Deletion: []skeleton.Phase[*scope]{r.finalize},
 			Status:   computeStatus,
@@ -267,7 +270,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.MachineClaim,
 			Events: func(s *scope, read, written *hypervisorv1alpha1.MachineClaim, summary conditions.Summary) {
 				r.recordTransition(written, read.Status.Phase, summary, s)
 			},
-			Memory: []skeleton.Forgetter{&r.backoff, &r.booting},
+			Memory: []skeleton.Forgetter{&r.backoff, &r.booting, &r.bound},
 		},
 	}
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // Termination reasons, in status.terminationReason.
@@ -61,8 +62,20 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 	ref := machineRef(claim)
 	done := ref.Name == "" && ref.VMID == 0
 	var err error
+	handed := false
 	if !done {
+		// A standby claim whose machine a claim took and recorded hands
+		// it over rather than delete it.
+		handed, err = r.handedOver(ctx, s)
+		done = handed
+	}
+	b, bound := standby.BoundTo(claim)
+	if !done && err == nil {
 		err = r.deleteMachine(ctx, s)
+		if errors.Is(err, providers.ErrNotOwned) && bound {
+			// Its taker made the machine its own already.
+			err, handed = nil, true
+		}
 		if errors.Is(err, providers.ErrNotOwned) {
 			// The recorded reference holds someone else's machine: nothing of ours to delete.
 			r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "NothingToDelete", "Delete",
@@ -87,6 +100,8 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeWarning, "FinalizerDeadlineExceeded", "Delete",
 			"Released after %s without confirming machine %s was deleted: %v; the orphan sweeper deletes it once the hypervisor answers",
 			r.FinalizationTimeout, ref, err)
+	} else if handed {
+		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "HandedOver", "Delete", "Machine %s is now claim %s's", ref.Name, b.Name)
 	} else {
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}

@@ -19,6 +19,14 @@ var (
 		Name: "hyperfleet_finalizer_deadline_exceeded_total",
 		Help: "MachineClaims released after their finalization deadline with the machine possibly left for the orphan sweeper.",
 	}, []string{"provider"})
+	standbyBinds = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_standby_binds_total",
+		Help: "MachineClaims that took a standby machine of their template instead of making one.",
+	}, []string{"provider"})
+	standbyMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "hyperfleet_standby_misses_total",
+		Help: "MachineClaims that fit a template's standby machines but found none free, and took the cold path.",
+	}, []string{"provider"})
 	machinesDesc = prometheus.NewDesc("hyperfleet_machines",
 		"MachineClaims by phase and provider, counted from the cache at scrape time.", []string{"phase", "provider"}, nil)
 )

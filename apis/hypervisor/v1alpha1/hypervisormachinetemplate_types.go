@@ -54,6 +54,33 @@ type HypervisorMachineTemplateSpec struct {
 	// KubeVirt holds the VirtualMachine template for a KubeVirt cluster.
 	// +optional
 	KubeVirt *KubeVirtTemplateSpec `json:"kubevirt,omitempty"`
+
+	// Standby keeps machines of this template made and booted ahead of
+	// demand: a MachineClaim that fits one (docs/standby.md) takes it in
+	// seconds instead of waiting for a clone and a boot, and the template
+	// makes another.
+	// +optional
+	Standby *StandbySpec `json:"standby,omitempty"`
+}
+
+// StandbySpec is the capacity a template keeps ready ahead of demand.
+type StandbySpec struct {
+	// Hot is how many machines are kept booted and Ready, holding no
+	// workload credential, for claims to take. 0: none.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Hot int32 `json:"hot,omitempty"`
+
+	// MaxAge retires a standby machine no claim took within it, and makes
+	// a fresh one, so standby machines never go stale (a template image
+	// updated on the hypervisor reaches them). Unset: 24h. Between 10m and
+	// 720h (30 days).
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('10m') && duration(self) <= duration('720h'))",message="spec.standby.maxAge must be a duration between 10m and 720h (30 days), e.g. 24h"
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
 }
 
 // MachineResources sizes a machine.
@@ -423,6 +450,19 @@ type HypervisorMachineTemplateStatus struct {
 	// "pve1/9000 (ubuntu-24.04)" or "configmap/cyberdesk-vm-template".
 	// +optional
 	ResolvedSource string `json:"resolvedSource,omitempty"`
+	// Standby counts this template's standby machines.
+	// +optional
+	Standby *StandbyStatus `json:"standby,omitempty"`
+}
+
+// StandbyStatus counts a template's standby machines.
+type StandbyStatus struct {
+	// Hot machines are Ready and free for a claim to take.
+	Hot int32 `json:"hot"`
+	// Starting machines are being made or booted to become hot.
+	Starting int32 `json:"starting"`
+	// Binding machines have been taken by a claim and are being handed to it.
+	Binding int32 `json:"binding"`
 }
 
 // HypervisorMachineTemplate is the shape of machines cloned on one
@@ -434,6 +474,8 @@ type HypervisorMachineTemplateStatus struct {
 // +kubebuilder:printcolumn:name="Provider",type=string,JSONPath=`.status.provider`
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.resolvedSource`
 // +kubebuilder:printcolumn:name="Workload",type=string,JSONPath=`.spec.workload.type`
+// +kubebuilder:printcolumn:name="Hot",type=integer,JSONPath=`.status.standby.hot`
+// +kubebuilder:printcolumn:name="Starting",type=integer,JSONPath=`.status.standby.starting`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

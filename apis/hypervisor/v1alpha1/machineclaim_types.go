@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 )
@@ -143,6 +144,15 @@ type MachineClaimSpec struct {
 	Hostname string `json:"hostname,omitempty"`
 }
 
+// StandbyOrigin names the standby claim a machine came from.
+type StandbyOrigin struct {
+	// Name of the standby MachineClaim, in this namespace.
+	Name string `json:"name"`
+	// UID of the standby MachineClaim: the machine's owner until it is
+	// handed over.
+	UID types.UID `json:"uid"`
+}
+
 // MachineAddressType is the kind of a machine address.
 // +kubebuilder:validation:Enum=IPv4;IPv6;Hostname
 type MachineAddressType string
@@ -220,6 +230,10 @@ type MachineClaimStatus struct {
 	// identity, when its template asks for attestation.
 	// +optional
 	Attestation *MachineAttestationStatus `json:"attestation,omitempty"`
+	// BoundFrom names the standby claim whose machine this claim took
+	// (the template's spec.standby), until the machine is handed over.
+	// +optional
+	BoundFrom *StandbyOrigin `json:"boundFrom,omitempty"`
 }
 
 // AttestationPhase is one step of a machine's attestation.

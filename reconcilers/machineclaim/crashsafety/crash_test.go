@@ -50,33 +50,11 @@ func startInstance(t *testing.T) *testenv.Process {
 }
 
 func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
-	ns := testenv.Namespace(t)
-	c := testenv.Client()
-	ctx := context.Background()
 	lat := proxmoxsim.DefaultLatencies()
 	lat.Clone = 400 * time.Millisecond // long enough for kills to land mid-clone
-	sim := proxmoxsim.New(proxmoxsim.Options{Latencies: lat, StorageLockLimit: -1, ErrorLog: log.New(io.Discard, "", 0)})
-	if err := sim.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(sim.Close)
-	sim.AddTemplate("pve1", 9000, "ubuntu", map[string]string{"scsi0": "local-lvm:base-9000-disk-0,size=10G", "net0": "virtio,bridge=vmbr0"})
-	tokenID, secret := sim.APIToken()
-	labels := map[string]string{meta.CredentialsLabel: "true"}
-	vmid := int32(9000)
-	objs := []client.Object{
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Labels: labels}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}},
-		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca", Labels: labels}, Data: map[string][]byte{"ca.crt": sim.CACertPEM()}},
-		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
-			Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: sim.URL(), CredentialsRef: &meta.LocalObjectReference{Name: "token"},
-			TLS:     &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "ca", Key: "ca.crt"}},
-			Proxmox: &hypervisorv1alpha1.ProxmoxClusterSpec{MaxConcurrentClonesPerNode: 8, MaxConcurrentClonesPerStorage: 8},
-		}},
-		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "pve"},
-			Proxmox:    &hypervisorv1alpha1.ProxmoxTemplateSpec{Source: hypervisorv1alpha1.ProxmoxSource{VMID: &vmid}},
-		}},
-	}
+	ns, sim := proxmoxNamespace(t, lat, nil)
+	c := testenv.Client()
+	ctx := context.Background()
 	// Claims arrive two per round, so every round has some at their start
 	// (choosing a VMID, cloning) when the operator dies.
 	const rounds, perRound = 12, 2
@@ -85,12 +63,6 @@ func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {
 		mc := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("c%02d", i), Namespace: ns},
 			Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu"}}}
 		if err := c.Create(ctx, mc); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for _, o := range objs {
-		o.SetNamespace(ns)
-		if err := c.Create(ctx, o); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,4 +159,44 @@ func ptr(p *int32) any {
 		return "none"
 	}
 	return *p
+}
+
+// proxmoxNamespace is a new namespace with a Proxmox simulator, its
+// cluster "pve" and its template "ubuntu" (keeping standby machines when
+// standbySpec is set).
+func proxmoxNamespace(t *testing.T, lat proxmoxsim.Latencies, standbySpec *hypervisorv1alpha1.StandbySpec) (string, *proxmoxsim.Server) {
+	t.Helper()
+	ns := testenv.Namespace(t)
+	c := testenv.Client()
+	ctx := context.Background()
+	sim := proxmoxsim.New(proxmoxsim.Options{Latencies: lat, StorageLockLimit: -1, ErrorLog: log.New(io.Discard, "", 0)})
+	if err := sim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(sim.Close)
+	sim.AddTemplate("pve1", 9000, "ubuntu", map[string]string{"scsi0": "local-lvm:base-9000-disk-0,size=10G", "net0": "virtio,bridge=vmbr0"})
+	tokenID, secret := sim.APIToken()
+	labels := map[string]string{meta.CredentialsLabel: "true"}
+	vmid := int32(9000)
+	objs := []client.Object{
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "token", Labels: labels}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}},
+		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ca", Labels: labels}, Data: map[string][]byte{"ca.crt": sim.CACertPEM()}},
+		&hypervisorv1alpha1.HypervisorCluster{ObjectMeta: metav1.ObjectMeta{Name: "pve"}, Spec: hypervisorv1alpha1.HypervisorClusterSpec{
+			Provider: hypervisorv1alpha1.ProviderProxmox, Endpoint: sim.URL(), CredentialsRef: &meta.LocalObjectReference{Name: "token"},
+			TLS:     &hypervisorv1alpha1.TLSConfig{CABundleRef: &meta.KeyReference{Kind: meta.SecretKind, Name: "ca", Key: "ca.crt"}},
+			Proxmox: &hypervisorv1alpha1.ProxmoxClusterSpec{MaxConcurrentClonesPerNode: 8, MaxConcurrentClonesPerStorage: 8},
+		}},
+		&hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}, Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "pve"},
+			Proxmox:    &hypervisorv1alpha1.ProxmoxTemplateSpec{Source: hypervisorv1alpha1.ProxmoxSource{VMID: &vmid}},
+			Standby:    standbySpec,
+		}},
+	}
+	for _, o := range objs {
+		o.SetNamespace(ns)
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return ns, sim
 }

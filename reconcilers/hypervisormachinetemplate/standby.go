@@ -1,0 +1,129 @@
+package hypervisormachinetemplate
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
+)
+
+// keepStandby keeps spec.standby.hot standby claims of the template that
+// no claim took: it makes the missing ones, deletes the extra ones (those
+// still starting first, then the youngest), and replaces the ones that
+// ended (their machine failed, or reached spec.standby.maxAge) or were made
+// for an older generation of the template. A standby claim a claim took is
+// the taking claim's to finish with; it is only counted.
+func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result, error) {
+	t := s.template
+	s.standby = t.Status.Standby // kept as it is if counting fails
+	want := 0
+	if t.Spec.Standby != nil {
+		want = int(t.Spec.Standby.Hot)
+	}
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(t.Namespace), client.MatchingLabels{standby.TemplateLabel: t.Name}); err != nil {
+		return skeleton.Continue(), fmt.Errorf("listing standby claims: %w", err)
+	}
+	counts := hypervisorv1alpha1.StandbyStatus{}
+	var hot, starting, retire []*hypervisorv1alpha1.MachineClaim
+	for i := range list.Items {
+		sb := &list.Items[i]
+		if !sb.DeletionTimestamp.IsZero() {
+			continue
+		}
+		if _, bound := standby.BoundTo(sb); bound {
+			counts.Binding++
+			continue
+		}
+		switch {
+		case sb.Status.Phase == hypervisorv1alpha1.MachineTerminated || sb.Status.Phase == hypervisorv1alpha1.MachineFailed ||
+			sb.Status.Phase == hypervisorv1alpha1.MachineStopping || !standby.Current(sb, t):
+			retire = append(retire, sb)
+		case standby.Free(sb, t):
+			hot = append(hot, sb)
+		default:
+			starting = append(starting, sb)
+		}
+	}
+	standby.Oldest(hot)
+	standby.Oldest(starting)
+	// Extra ones go youngest first, those still starting before hot ones.
+	for len(hot)+len(starting) > want {
+		if n := len(starting); n > 0 {
+			retire, starting = append(retire, starting[n-1]), starting[:n-1]
+			continue
+		}
+		n := len(hot)
+		retire, hot = append(retire, hot[n-1]), hot[:n-1]
+	}
+	for _, sb := range retire {
+		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion}); err != nil &&
+			!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			return skeleton.Continue(), fmt.Errorf("deleting standby claim %s: %w", sb.Name, err)
+		}
+	}
+	for range want - len(hot) - len(starting) {
+		sb := r.standbyClaim(t)
+		if err := r.Client.Create(ctx, sb); err != nil {
+			return skeleton.Continue(), fmt.Errorf("making a standby claim: %w", err)
+		}
+		r.Recorder.Eventf(t, sb, corev1.EventTypeNormal, "StandbyCreated", "Standby", "Making standby machine %s", sb.Name)
+		starting = append(starting, sb)
+	}
+	counts.Hot, counts.Starting = int32(len(hot)), int32(len(starting)) //nolint:gosec // at most spec.standby.hot (≤ 100)
+	s.standby = &counts
+	if want == 0 && counts.Binding == 0 && len(list.Items) == 0 {
+		s.standby = nil
+	}
+	return skeleton.Continue(), nil
+}
+
+// standbyClaim is a new standby claim of t. Its maxLifetime is the
+// template's maxAge less up to a tenth, spread by its name, so standby
+// machines made together are not all refreshed at once.
+func (r *Reconciler) standbyClaim(t *hypervisorv1alpha1.HypervisorMachineTemplate) *hypervisorv1alpha1.MachineClaim {
+	name := t.Name + "-standby-" + utilrand.String(5)
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(name))
+	age := standby.MaxAge(t)
+	life := age - time.Duration(h.Sum32()%1000)*age/10000
+	return &hypervisorv1alpha1.MachineClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace:   t.Namespace,
+			Name:        name,
+			Labels:      map[string]string{standby.TemplateLabel: t.Name},
+			Annotations: map[string]string{standby.GenerationAnnotation: strconv.FormatInt(t.Generation, 10)},
+			Finalizers:  []string{hypervisorv1alpha1.MachineClaimFinalizer},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: hypervisorv1alpha1.GroupVersion.String(), Kind: "HypervisorMachineTemplate",
+				Name: t.Name, UID: t.UID, Controller: ptr.To(true),
+			}},
+		},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{
+			TemplateRef: hypervisorv1alpha1.TemplateReference{Name: t.Name},
+			MaxLifetime: &metav1.Duration{Duration: life.Truncate(time.Second)},
+		},
+	}
+}
+
+// templateOfStandby wakes the template that keeps a standby claim.
+func templateOfStandby(_ context.Context, o client.Object) []reconcile.Request {
+	name, ok := o.GetLabels()[standby.TemplateLabel]
+	if !ok || name == "" {
+		return nil
+	}
+	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
