@@ -75,12 +75,13 @@ help: ## This help.
 
 ##@ Benchmark
 .PHONY: bench
-bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries, GitHub cost of 10 pools serving 200 jobs. One at a time, loopback only.
+bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries, jobs starting cold and on hot standby machines (bursts of 10 and 100), GitHub cost of 10 pools serving 200 jobs. One at a time, loopback only.
 	$(MAKE) bench-claims BENCH_CLAIMS='/claims=100$$$$'
 	$(MAKE) bench-memory MEMORY_CLAIMS=2000 MEMORY_NOISE=2000
 	$(MAKE) bench-performers PERF_N=200 PERF_IDLE=30s
 	$(MAKE) bench-runners
 	$(MAKE) bench-scaleset
+	$(MAKE) bench-standby
 	$(MAKE) bench-github GHCOST_JOBS=200 GHCOST_IDLE=1m
 
 .PHONY: bench-full
@@ -109,6 +110,11 @@ bench-runners: controlplane ## Runner latency: RUNNERS_N (500) queued deliveries
 .PHONY: bench-scaleset
 bench-scaleset: controlplane ## Scale-set pool beside webhook pool, in one run: bursts of 100 and RUNNERS_N (500) jobs; queued → provider Create call, → job taken (p50/p99), GitHub requests per job.
 	RUNNERS_N=$(RUNNERS_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench ScaleSetVsWebhook -benchtime 1x -timeout 60m -v ./internal/bench/runners/
+
+STANDBY_N ?= 10,100
+.PHONY: bench-standby
+bench-standby: controlplane ## Queued job → started on Proxmox (linked clone 3 s, boot 25 s) for bursts of STANDBY_N (10,100) jobs: cold, and with hot standby machines covering the burst (p50/p99), and their idle machine-minutes per job.
+	STANDBY_N=$(STANDBY_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench JobStart -benchtime 1x -timeout 30m -v ./internal/bench/standby/
 
 GHCOST_POOLS ?= 10
 GHCOST_JOBS ?= 500

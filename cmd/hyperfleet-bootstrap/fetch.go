@@ -27,6 +27,9 @@ const (
 	// machine's claim yet.
 	firstRetry = time.Second
 	maxRetry   = 10 * time.Second
+	// standbyRetry is the pause between a standby machine's requests; the
+	// endpoint holds each one while no claim takes the machine.
+	standbyRetry = 500 * time.Millisecond
 )
 
 // errWrongEndpoint: the credential endpoint did not prove it is the SPIFFE
@@ -34,11 +37,17 @@ const (
 // would not change who it is.
 var errWrongEndpoint = errors.New("the credential endpoint is not who the attestation configuration says")
 
+// errStandby: the endpoint answered 202, the machine is on standby.
+var errStandby = errors.New("a standby machine: no claim has taken it yet")
+
 // credentials POSTs (empty body) to the credential endpoint over mTLS with
 // the machine's SVID, and returns what it answers: the credentials (200),
 // none (204), or an error. 503 and connection errors are tried again until
-// ctx ends. It never logs a credential's value, only their names.
-func (a *attestation) credentials(ctx context.Context, log func(string, ...any)) (spire.Credentials, error) {
+// ctx ends. A standby machine (202: no claim has taken it yet) asks again
+// until one does or standby ends: it holds nothing until then, and the
+// endpoint holds each request while it waits. It never logs a credential's
+// value, only their names.
+func (a *attestation) credentials(ctx, standby context.Context, log func(string, ...any)) (spire.Credentials, error) {
 	if a.cfg.endpoint == nil {
 		log("No credential endpoint: the machine only attests")
 		return nil, nil
@@ -71,6 +80,20 @@ func (a *attestation) credentials(ctx context.Context, log func(string, ...any))
 				log("Credentials received after %s: %s", time.Since(a.started).Round(time.Millisecond), strings.Join(names(creds), ", "))
 			}
 			return creds, nil
+		}
+		if errors.Is(err, errStandby) {
+			if ctx != standby {
+				log("A standby machine: waiting for a claim to take it, holding no credential")
+				ctx, delay = standby, firstRetry
+			}
+			t := time.NewTimer(standbyRetry)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return nil, fmt.Errorf("standby ended before a claim took the machine: %w", ctx.Err())
+			case <-t.C:
+			}
+			continue
 		}
 		if !retry {
 			return nil, err
@@ -110,6 +133,8 @@ func post(ctx context.Context, client *http.Client, endpoint string) (creds spir
 		return creds, false, err
 	case http.StatusNoContent:
 		return nil, false, nil
+	case http.StatusAccepted:
+		return nil, true, errStandby
 	case http.StatusServiceUnavailable:
 		return nil, true, fmt.Errorf("%d %s", res.StatusCode, message(res.Body))
 	}

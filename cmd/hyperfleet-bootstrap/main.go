@@ -221,8 +221,10 @@ func runnerEnv(base []string, u runnerUser) []string {
 // from the credential endpoint into cfg, and stops the SPIRE agent before
 // anything of the runner starts: a job runs on this machine, and must
 // never get the machine's SVID (it would fetch or claim what the machine
-// may). Attesting and fetching share one deadline, opts.timeout.
+// may). Attesting and fetching share one deadline, opts.timeout, except
+// that a standby machine waits for a claim for as long as it lives.
 func attestForRunner(ctx context.Context, cfg *Config, machine []byte, opts attestOptions, console io.Writer, log func(string, ...any)) error {
+	standby := ctx
 	ctx, cancel := context.WithTimeout(ctx, opts.timeout)
 	defer cancel()
 	a, err := attest(ctx, machine, opts, console, log)
@@ -230,7 +232,7 @@ func attestForRunner(ctx context.Context, cfg *Config, machine []byte, opts atte
 		return err
 	}
 	defer a.close(log)
-	creds, err := a.credentials(ctx, log)
+	creds, err := a.credentials(ctx, standby, log)
 	if err != nil {
 		return err
 	}
@@ -278,7 +280,7 @@ func attestOnly(ctx context.Context, opts attestOptions, console io.Writer, log 
 		return err
 	}
 	defer a.close(log)
-	creds, err := a.credentials(actx, log)
+	creds, err := a.credentials(actx, ctx, log)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,8 @@ func newRig(t *testing.T, o rigOptions) *rig {
 		Attestation: manager.AttestationOptions{
 			EndpointAddr: fmt.Sprintf("127.0.0.1:%d", port), EndpointURL: fmt.Sprintf("https://127.0.0.1:%d", port),
 			// The test plays the machine's bootstrap agent, as itself.
-			Selectors: []string{fmt.Sprintf("unix:uid:%d", os.Getuid())},
+			Selectors:   []string{fmt.Sprintf("unix:uid:%d", os.Getuid())},
+			StandbyWait: 2 * time.Second,
 		},
 	}
 	if o.runners {

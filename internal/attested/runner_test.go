@@ -25,6 +25,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/internal/sim/spiretest"
 	"github.com/hyperfleet/hyperfleet/internal/testenv"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 const repo = "acme/attested"
@@ -42,6 +43,72 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(gh.Close)
+	vms := startRunnerVMs(t, r, gh)
+	agents := vms.agents
+	runnerTemplateAndPool(t, r, gh, 0, 1)
+	id, err := gh.QueueJob(repo, []string{"self-hosted", "attested"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 3*time.Minute, func() (bool, string) {
+		j, ok := gh.Job(id)
+		if errs := agents.Errors(); len(errs) > 0 {
+			return false, fmt.Sprintf("agent errors: %v", errs)
+		}
+		return ok && j.Status == "completed", fmt.Sprintf("job %+v", j)
+	})
+	j, _ := gh.Job(id)
+	console, ud := vms.of(j.RunnerName)
+	if console == nil {
+		t.Fatalf("the job ran on %q, which no agent process served", j.RunnerName)
+	}
+	cfg, err := runnerconfig.ParseUserData(ud)
+	if err != nil {
+		t.Fatalf("the runner's user data: %v", err)
+	}
+	if cfg.JITConfig != "" || cfg.Token != "" || cfg.Name != j.RunnerName {
+		t.Fatalf("the runner's user data carried a JIT config (%v) or a token (%v), or is not %s's (%s)", cfg.JITConfig != "", cfg.Token != "", j.RunnerName, cfg.Name)
+	}
+	var events corev1.EventList
+	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
+		t.Fatal(err)
+	}
+	released := false
+	for _, e := range events.Items {
+		released = released || e.Reason == "CredentialsReleased" && e.InvolvedObject.Name == j.RunnerName
+	}
+	if !released {
+		t.Fatalf("no CredentialsReleased event for %s", j.RunnerName)
+	}
+	out := console.String()
+	for _, want := range []string{"attested", "credentials received"} {
+		if !strings.Contains(strings.ToLower(out), want) {
+			t.Errorf("the agent's console does not say %q:\n%s", want, out)
+		}
+	}
+}
+
+// runnerVMs are the machines of the rig's runners and standby machines:
+// each runs the real hyperfleet-bootstrap, through a real spire-agent,
+// and a fake runner that takes jobs from githubsim.
+type runnerVMs struct {
+	agents   *runnersim.Agents
+	mu       sync.Mutex
+	consoles map[string]*runnersimtest.Console // by the claim a machine was made for
+	uds      map[string]string
+}
+
+// of is the console and user data of the machine that claim was made for.
+func (v *runnerVMs) of(claim string) (*runnersimtest.Console, string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.consoles[claim], v.uds[claim]
+}
+
+func startRunnerVMs(t *testing.T, r *rig, gh *githubsim.Server) *runnerVMs {
+	t.Helper()
+	v := &runnerVMs{consoles: map[string]*runnersimtest.Console{}, uds: map[string]string{}}
+	mu, consoles, uds := &v.mu, v.consoles, v.uds
 	agent, fakeRunner := runnersimtest.BuildAgent(t)
 	base, err := os.MkdirTemp("", "hfvm")
 	if err != nil {
@@ -56,11 +123,6 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 		}
 	}
 
-	var (
-		mu       sync.Mutex
-		consoles = map[string]*runnersimtest.Console{}
-		uds      = map[string]string{}
-	)
 	userData := func(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) (string, error) {
 		ud, err := runnersim.SecretUserData(ctx, r.lab.C, c)
 		if err == nil {
@@ -97,6 +159,14 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 	t.Cleanup(cancel)
 	agents.Start(ctx)
 
+	v.agents = agents
+	return v
+}
+
+// runnerTemplateAndPool makes the lab's template attest and run GitHub
+// runners, keeping hot standby machines, and a pool of it.
+func runnerTemplateAndPool(t *testing.T, r *rig, gh *githubsim.Server, hot, maxReplicas int32) {
+	t.Helper()
 	r.attest(nil)
 	// The template's machines run GitHub runners.
 	if err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
@@ -106,6 +176,9 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 		}
 		tmpl.Spec.Workload = &hypervisorv1alpha1.WorkloadConfig{Type: hypervisorv1alpha1.WorkloadGitHubRunner,
 			GitHubRunner: &hypervisorv1alpha1.GitHubRunnerWorkload{}}
+		if hot > 0 {
+			tmpl.Spec.Standby = &hypervisorv1alpha1.StandbySpec{Hot: hot}
+		}
 		return r.lab.C.Update(context.Background(), tmpl)
 	}); err != nil {
 		t.Fatal(err)
@@ -115,6 +188,12 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 		StringData: map[string]string{"token": gh.PAT()},
 	})
 	owner, name, _ := strings.Cut(repo, "/")
+	// With hot machines the pool keeps no idle runner: a registered runner
+	// holds its JIT config while it idles, a hot machine holds nothing.
+	minReplicas := int32(1)
+	if hot > 0 {
+		minReplicas = 0
+	}
 	pool := &hypervisorv1alpha1.RunnerPool{
 		ObjectMeta: metav1.ObjectMeta{Name: "attested"},
 		Spec: hypervisorv1alpha1.RunnerPoolSpec{
@@ -122,52 +201,93 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 			GitHub: hypervisorv1alpha1.GitHubRunnerScope{Owner: owner, Repository: name,
 				CredentialsRef: meta.LocalObjectReference{Name: "github-pat"}, APIURL: gh.URL() + "/"},
 			Labels:      []string{"attested"},
-			MinReplicas: 1, MaxReplicas: 1,
+			MinReplicas: minReplicas, MaxReplicas: maxReplicas,
 		},
 	}
 	r.lab.Create(pool)
 	t.Cleanup(func() { _ = r.lab.C.Delete(context.Background(), pool) })
+}
+
+// TestHotRunnerMachineGetsItsJITConfigOnlyOnAssignment: the runner
+// template keeps a hot machine. It boots, its real agent attests, and it
+// waits holding nothing: no JIT config in its user data or any Secret of
+// its own, no runner registered with GitHub. A queued job makes the pool
+// create a runner, whose claim takes the hot machine; only then does the
+// machine get the runner's JIT config, and the job runs on it.
+func TestHotRunnerMachineGetsItsJITConfigOnlyOnAssignment(t *testing.T) {
+	r := newRig(t, rigOptions{runners: true})
+	gh := githubsim.New(githubsim.Options{Repositories: []string{repo}, JobDuration: 300 * time.Millisecond, RateLimit: 50000})
+	if err := gh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(gh.Close)
+	vms := startRunnerVMs(t, r, gh)
+	runnerTemplateAndPool(t, r, gh, 1, 2)
+
+	// The hot machine: attested, waiting, holding nothing.
+	var hot hypervisorv1alpha1.MachineClaim
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		if errs := vms.agents.Errors(); len(errs) > 0 {
+			return false, fmt.Sprintf("agent errors: %v", errs)
+		}
+		var list hypervisorv1alpha1.MachineClaimList
+		if err := r.lab.C.List(context.Background(), &list, client.InNamespace(r.lab.NS), client.HasLabels{standby.TemplateLabel}); err != nil {
+			return false, err.Error()
+		}
+		for _, c := range list.Items {
+			if st := c.Status.Attestation; st != nil && st.Phase == hypervisorv1alpha1.AttestationAttested && c.Status.Phase == hypervisorv1alpha1.MachineReady {
+				hot = c
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("%d standby claims, none Ready and attested", len(list.Items))
+	})
+	if runners := gh.Runners(); len(runners) != 0 {
+		t.Fatalf("GitHub lists %d runners while the pool idles on a hot machine: %+v", len(runners), runners)
+	}
+	console, ud := vms.of(hot.Name)
+	if console == nil {
+		t.Fatalf("no agent runs on the hot machine %s", hot.Status.MachineName)
+	}
+	cfg, err := runnerconfig.ParseUserData(ud)
+	if err != nil || cfg.JITConfig != "" || cfg.Token != "" {
+		t.Fatalf("the hot machine's user data: %+v (%v); want a runner configuration without a credential", cfg, err)
+	}
+	var secrets corev1.SecretList
+	if err := r.lab.C.List(context.Background(), &secrets, client.InNamespace(r.lab.NS)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sec := range secrets.Items {
+		for k, v := range sec.Data {
+			if strings.Contains(string(v), "jitConfig") || strings.Contains(k, "credentials") && sec.Labels[meta.ForClaimLabel] == hot.Name {
+				t.Errorf("Secret %s key %s holds a runner credential while no job was assigned", sec.Name, k)
+			}
+		}
+	}
+	if out := strings.ToLower(console.String()); !strings.Contains(out, "standby") || strings.Contains(out, "credentials received") {
+		t.Fatalf("the hot machine's agent does not say it waits on standby, or received credentials:\n%s", console.String())
+	}
 
 	id, err := gh.QueueJob(repo, []string{"self-hosted", "attested"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually.That(t, 3*time.Minute, func() (bool, string) {
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
 		j, ok := gh.Job(id)
-		if errs := agents.Errors(); len(errs) > 0 {
+		if errs := vms.agents.Errors(); len(errs) > 0 {
 			return false, fmt.Sprintf("agent errors: %v", errs)
 		}
 		return ok && j.Status == "completed", fmt.Sprintf("job %+v", j)
 	})
 	j, _ := gh.Job(id)
-	mu.Lock()
-	console, ud := consoles[j.RunnerName], uds[j.RunnerName]
-	mu.Unlock()
-	if console == nil {
-		t.Fatalf("the job ran on %q, which no agent process served", j.RunnerName)
+	runner := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: j.RunnerName, Namespace: r.lab.NS}}
+	if err := r.lab.Get(runner); err != nil {
+		t.Fatalf("the job ran on %s, which is no claim: %v", j.RunnerName, err)
 	}
-	cfg, err := runnerconfig.ParseUserData(ud)
-	if err != nil {
-		t.Fatalf("the runner's user data: %v", err)
+	if runner.Status.MachineName != hot.Status.MachineName {
+		t.Fatalf("the job's runner %s runs on machine %s; want the hot machine %s", runner.Name, runner.Status.MachineName, hot.Status.MachineName)
 	}
-	if cfg.JITConfig != "" || cfg.Token != "" || cfg.Name != j.RunnerName {
-		t.Fatalf("the runner's user data carried a JIT config (%v) or a token (%v), or is not %s's (%s)", cfg.JITConfig != "", cfg.Token != "", j.RunnerName, cfg.Name)
-	}
-	var events corev1.EventList
-	if err := r.lab.C.List(context.Background(), &events, client.InNamespace(r.lab.NS)); err != nil {
-		t.Fatal(err)
-	}
-	released := false
-	for _, e := range events.Items {
-		released = released || e.Reason == "CredentialsReleased" && e.InvolvedObject.Name == j.RunnerName
-	}
-	if !released {
-		t.Fatalf("no CredentialsReleased event for %s", j.RunnerName)
-	}
-	out := console.String()
-	for _, want := range []string{"attested", "credentials received"} {
-		if !strings.Contains(strings.ToLower(out), want) {
-			t.Errorf("the agent's console does not say %q:\n%s", want, out)
-		}
+	if out := strings.ToLower(console.String()); !strings.Contains(out, "credentials received") {
+		t.Errorf("the hot machine's agent does not say it received the runner's credentials:\n%s", console.String())
 	}
 }

@@ -458,7 +458,7 @@ func TestAlertsHaveRunbooks(t *testing.T) {
 		"HyperFleetMachinesStuckProvisioning", "HyperFleetOrphanVMsFound", "HyperFleetNoLeader", "HyperFleetFinalizerDeadlineExceeded",
 		"HyperFleetRunnerQueueLatencyHigh", "HyperFleetGitHubRateLimitNearlyExhausted", "HyperFleetWebhookDeliveriesRejected",
 		"HyperFleetRunnerDeregistrationFailing", "HyperFleetPerformersNotReady", "HyperFleetExecutorUnavailable",
-		"HyperFleetCredentialRequestsRefused", "HyperFleetScaleSetNoSession"}
+		"HyperFleetCredentialRequestsRefused", "HyperFleetScaleSetNoSession", "HyperFleetStandbyHitRateLow"}
 	var got []string
 	for _, r := range rules {
 		got = append(got, r.Alert)

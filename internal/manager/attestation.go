@@ -45,6 +45,9 @@ type AttestationOptions struct {
 	AgentPath string
 	// Dial replaces the SPIRE admin connection (tests give the fake).
 	Dial func(socket, trustDomain, installation string) (spire.Server, error)
+	// StandbyWait is how long the endpoint holds a standby machine's
+	// request for a claim to take it (20 s when zero; tests shorten it).
+	StandbyWait time.Duration
 }
 
 func (o *AttestationOptions) bindFlags(fs *flag.FlagSet) {
@@ -135,8 +138,11 @@ func setupAttestation(mgr ctrl.Manager, o Options, creds *credentials.Reader) (*
 		return reg, nil
 	}
 	reg.EndpointURL, reg.EndpointTrustDomain = strings.TrimSuffix(ao.EndpointURL, "/"), ao.TrustDomain
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.MachineClaim{}, attestation.SPIFFEIDIndex, attestation.IndexSPIFFEID); err != nil {
+		return nil, err
+	}
 	ep := &attestation.Endpoint{Installation: o.InstallationID, Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Credentials: creds,
-		Recorder: mgr.GetEventRecorder("credential-endpoint")}
+		Recorder: mgr.GetEventRecorder("credential-endpoint"), Cache: mgr.GetCache(), StandbyWait: ao.StandbyWait}
 	if o.MachineClaimClock != nil {
 		// The claims' deadlines and the endpoint's are told by one clock.
 		ep.Now = o.MachineClaimClock.Now

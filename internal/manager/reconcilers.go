@@ -1,6 +1,8 @@
 package manager
 
 import (
+	"cmp"
+
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -13,7 +15,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisormachinetemplate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 	"github.com/hyperfleet/hyperfleet/reconcilers/machineclaim"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
+	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
 
 // setupReconcilers registers the reconcilers o.Controllers names (all by
@@ -80,6 +84,7 @@ func setupReconcilers(mgr ctrl.Manager, o Options) error {
 			Recorder: mgr.GetEventRecorder("machineclaim"), Clock: o.MachineClaimClock,
 			ObserveInterval: o.ObserveInterval, FinalizationTimeout: o.FinalizationTimeout,
 			MaxConcurrentReconciles: o.Workers.For(WorkersMachineClaim),
+			Runner:                  &machinespec.RunnerBoot{Defaults: o.Runners.Runner, AgentPath: cmp.Or(o.Runners.AgentPath, runnerpool.DefaultAgentPath)},
 		}).SetupWithManager(mgr); err != nil {
 			return err
 		}

@@ -16,7 +16,6 @@ import (
 	"github.com/spiffe/go-spiffe/v2/spiffetls/tlsconfig"
 	"github.com/spiffe/go-spiffe/v2/svid/x509svid"
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -27,6 +26,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // MachineKind is the kind segment of a MachineClaim's SPIFFE ID.
@@ -43,11 +43,12 @@ const (
 	ResultBadRequest    = "bad_request"
 	ResultUnavailable   = "unavailable"
 	ResultMisconfigured = "misconfigured"
+	ResultStandby       = "standby"
 )
 
 var credentialRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 	Name: "hyperfleet_attestation_credential_requests_total",
-	Help: "Requests to the credential endpoint, by result: released, attested (no credentials to hand), replayed (handed out before), wrong_identity (an SVID that is not the claim's), unknown_machine, expired (past the token's expiry, or the machine ending), bad_request, unavailable (try again), misconfigured (the credentials Secret is unusable).",
+	Help: "Requests to the credential endpoint, by result: released, attested (no credentials to hand), replayed (handed out before), wrong_identity (an SVID that is not the claim's), unknown_machine, expired (past the token's expiry, or the machine ending), bad_request, unavailable (try again), misconfigured (the credentials Secret is unusable), standby (a standby machine no claim has taken yet: ask again).",
 }, []string{"result"})
 
 // Metrics are the endpoint's collectors, for the manager's registry.
@@ -73,6 +74,15 @@ type Endpoint struct {
 	Recorder    events.EventRecorder
 	// Now is the clock deadlines are told by (time.Now when nil).
 	Now func() time.Time
+	// Cache finds the claim that took a standby machine, by the machine's
+	// SPIFFE ID (the index SPIFFEIDIndex), and watches a standby claim
+	// for its binding while its machine waits; without it a standby
+	// machine is answered at once, and only while its standby claim is
+	// there.
+	Cache client.Reader
+	// StandbyWait is how long a standby machine's request is held for a
+	// claim to take it before it is answered 202 and asks again (20 s).
+	StandbyWait time.Duration
 }
 
 type answer struct {
@@ -98,7 +108,7 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a = e.answer(r.Context(), r.Method, r.URL.Path, peerID(r.TLS), body)
 	}
 	credentialRequests.WithLabelValues(a.result).Inc()
-	if a.code != http.StatusOK && a.code != http.StatusNoContent {
+	if a.code != http.StatusOK && a.code != http.StatusNoContent && a.code != http.StatusAccepted {
 		ctrl.LoggerFrom(r.Context()).V(1).Info("Credential request refused", "result", a.result, "reason", a.message)
 	}
 	switch {
@@ -108,6 +118,9 @@ func (e *Endpoint) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(a.code)
 		_, _ = w.Write(a.body)
 	case a.code == http.StatusNoContent:
+		w.WriteHeader(a.code)
+	case a.code == http.StatusAccepted:
+		w.Header().Set("Retry-After", "1")
 		w.WriteHeader(a.code)
 	default:
 		http.Error(w, a.message, a.code)
@@ -133,18 +146,28 @@ func (e *Endpoint) answer(ctx context.Context, method, path, peer string, body [
 	if refused != nil {
 		return *refused
 	}
-	claim := &hypervisorv1alpha1.MachineClaim{}
-	if err := e.Reader.Get(ctx, types.NamespacedName{Namespace: m.Namespace, Name: m.Name}, claim); err != nil {
-		if apierrors.IsNotFound(err) {
-			return answer{code: http.StatusNotFound, result: ResultUnknown, message: "no such machine"}
-		}
-		return answer{code: http.StatusServiceUnavailable, result: ResultUnavailable, message: "try again"}
+	claim, refused := e.claimOf(ctx, m, peer)
+	if refused != nil {
+		return *refused
 	}
+	return e.answerFor(ctx, claim, m, peer)
+}
+
+// answerFor decides a request of machine m for claim's credentials.
+func (e *Endpoint) answerFor(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim, m spire.MachineID, peer string) answer {
 	st := claim.Status.Attestation
 	// The UID check comes with the ID's: a claim recreated under the same
-	// name is another machine, and an old machine's SVID never speaks for it.
-	if string(claim.UID) != m.UID || st == nil || st.SPIFFEID != peer {
+	// name is another machine, and an old machine's SVID never speaks for
+	// it. A claim of the same namespace that took a standby machine
+	// (claimOf) carries that machine's ID in its status, which only the
+	// operator writes.
+	own := string(claim.UID) == m.UID
+	taker := !own && claim.Namespace == m.Namespace && !standby.IsStandby(claim)
+	if st == nil || st.SPIFFEID != peer || !own && !taker {
 		return answer{code: http.StatusForbidden, result: ResultWrongIdentity, message: "this SVID was not minted for this machine"}
+	}
+	if standby.IsStandby(claim) {
+		return e.standby(ctx, claim, peer)
 	}
 	if !claim.DeletionTimestamp.IsZero() || claim.Status.Phase == hypervisorv1alpha1.MachineStopping ||
 		claim.Status.Phase == hypervisorv1alpha1.MachineTerminated || claim.Status.Phase == hypervisorv1alpha1.MachineFailed {
@@ -154,7 +177,9 @@ func (e *Endpoint) answer(ctx context.Context, method, path, peer string, body [
 		return answer{code: http.StatusConflict, result: ResultReplayed, message: "the credentials were handed out already"}
 	}
 	now := e.now()
-	if st.TokenExpiryTime == nil || !now.Before(st.TokenExpiryTime.Time) {
+	if st.AttestedTime == nil && (st.TokenExpiryTime == nil || !now.Before(st.TokenExpiryTime.Time)) {
+		// The deadline is to attest by; a machine that did in time (a
+		// standby machine, taken later) is past it.
 		return answer{code: http.StatusGone, result: ResultExpired, message: "past the machine's attestation deadline (its join token's expiry)"}
 	}
 	ref, err := e.credentialsRef(ctx, claim)

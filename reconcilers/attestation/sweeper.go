@@ -68,7 +68,15 @@ func (s *Sweeper) Sweep(ctx context.Context, now time.Time) (int, error) {
 	}
 	live := make(map[string]bool, len(claims.Items))
 	for i := range claims.Items {
-		live[string(claims.Items[i].UID)] = true
+		c := &claims.Items[i]
+		live[string(c.UID)] = true
+		if st := c.Status.Attestation; st != nil {
+			// A machine taken from standby keeps the identity it attested
+			// with, its standby claim's: alive while its taker is.
+			if m, _, err := spire.ParseID(st.SPIFFEID); err == nil {
+				live[m.UID] = true
+			}
+		}
 	}
 	servers, err := s.Registry.dialled(ctx, s.TrustDomain)
 	if err != nil {

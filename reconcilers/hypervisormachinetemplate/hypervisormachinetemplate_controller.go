@@ -4,20 +4,25 @@ package hypervisormachinetemplate
 
 import (
 	"context"
+	"sync"
 
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 const clusterRefIndex = "hypervisormachinetemplate.clusterRef"
+
+var registerMetrics sync.Once
 
 // Reconciler reconciles HypervisorMachineTemplates.
 type Reconciler struct {
@@ -44,6 +49,8 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = DefaultWorkers
 	}
+	standby.RegisterMetrics()
+	registerMetrics.Do(func() { metrics.Registry.MustRegister(standbyCollector{reader: mgr.GetCache()}) })
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &hypervisorv1alpha1.HypervisorMachineTemplate{}, clusterRefIndex,
 		func(o client.Object) []string {
 			return []string{o.(*hypervisorv1alpha1.HypervisorMachineTemplate).Spec.ClusterRef.Name}

@@ -70,9 +70,12 @@ func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result
 		retire, hot = append(retire, hot[n-1]), hot[:n-1]
 	}
 	for _, sb := range retire {
-		if err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion}); err != nil &&
-			!apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+		err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
+		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return skeleton.Continue(), fmt.Errorf("deleting standby claim %s: %w", sb.Name, err)
+		}
+		if err == nil {
+			standby.CountIdle(sb, time.Now(), standby.OutcomeRetired)
 		}
 	}
 	for range want - len(hot) - len(starting) {

@@ -34,7 +34,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/hypervisors"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // Finalizer keeps a claim until its machine is deleted (or the deadline passes).
@@ -71,6 +73,10 @@ type Reconciler struct {
 	Sources map[schema.GroupKind]Source
 	// MaxConcurrentReconciles is the number of workers.
 	MaxConcurrentReconciles int
+	// Runner boots the machines of runner templates that attest, for
+	// claims without user data of their own (machinespec.RunnerBoot); nil:
+	// they boot with the template's user data.
+	Runner *machinespec.RunnerBoot
 
 	backoff backoff
 	booting booting
@@ -111,6 +117,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.MaxConcurrentReconciles == 0 {
 		r.MaxConcurrentReconciles = defaultWorkers
 	}
+	standby.RegisterMetrics()
 	registerMetrics.Do(func() {
 		metrics.Registry.MustRegister(provisionDuration, finalizerDeadlineExceeded, standbyBinds, standbyMisses,
 			machinesCollector{reader: mgr.GetCache(), providers: r.Hypervisors.Providers()})

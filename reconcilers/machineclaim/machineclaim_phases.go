@@ -106,7 +106,11 @@ func (r *Reconciler) finalize(ctx context.Context, s *scope) (skeleton.Result, e
 		r.Recorder.Eventf(claim, nil, corev1.EventTypeNormal, "MachineDeleted", "Delete", "Machine %s deleted", ref.Name)
 	}
 	r.deleteOwnedUserData(ctx, claim)
-	r.forgetAttestation(ctx, claim, r.templateOf(ctx, claim))
+	if !handed {
+		// A machine handed over keeps its SPIRE identity: it is its
+		// taker's now (status.attestation), forgotten when that goes.
+		r.forgetAttestation(ctx, claim, r.templateOf(ctx, claim))
+	}
 	if err := s.patch.ReleaseFinalizer(ctx, Finalizer); err != nil {
 		return skeleton.Stop(), err
 	}
@@ -323,6 +327,18 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 			return skeleton.StopAndRequeue(r.backoff.next(c, 10*time.Second)), nil
 		}
 		spec.CloudInit.UserData = data
+	}
+	if c.Spec.UserDataSecretRef == nil && c.Spec.UserData == "" && r.Runner != nil && s.template != nil {
+		// A runner machine whose runner comes through the credential
+		// endpoint: a runner's claim, or a standby machine for one.
+		ud, ok, err := r.Runner.UserData(s.template, c.Name)
+		if err != nil {
+			s.blocked = &blocker{state: conditions.Stalled, reason: ReasonUserDataUnsupported, message: err.Error()}
+			return skeleton.StopAndRequeue(r.backoff.next(c, time.Minute)), nil
+		}
+		if ok {
+			spec.CloudInit.UserData = ud
+		}
 	}
 	if mc := s.machineConfig; mc != nil {
 		ud, err := attestation.WithMachineConfig(spec.CloudInit.UserData, *mc, s.attestRun)

@@ -48,10 +48,18 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 		return skeleton.Continue(), nil
 	}
 	standbyBinds.WithLabelValues(string(c.Status.Provider)).Inc()
+	standby.CountIdle(sb, s.now, standby.OutcomeTaken)
 	c.Status.MachineName, c.Status.VMID, c.Status.Node = sb.Status.MachineName, sb.Status.VMID, sb.Status.Node
 	c.Status.ProviderID, c.Status.AssignedAddress = sb.Status.ProviderID, sb.Status.AssignedAddress
 	c.Status.Addresses = append([]hypervisorv1alpha1.MachineAddress(nil), sb.Status.Addresses...)
 	c.Status.BoundFrom = &hypervisorv1alpha1.StandbyOrigin{Name: sb.Name, UID: sb.UID}
+	if st := sb.Status.Attestation; st != nil {
+		// The machine proved its identity as the standby claim's machine;
+		// that identity is now the claim's, and the credential endpoint
+		// hands the claim's credentials to it (attestation.Endpoint).
+		c.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Phase: st.Phase, Method: st.Method,
+			SPIFFEID: st.SPIFFEID, TokenExpiryTime: st.TokenExpiryTime, AttestedTime: st.AttestedTime}
+	}
 	// Running already: the clone path (provision) is never taken.
 	start := metav1.NewTime(s.now)
 	c.Status.StartTime = &start

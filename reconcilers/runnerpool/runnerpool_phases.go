@@ -27,6 +27,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/github"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerconfig"
 	"github.com/hyperfleet/hyperfleet/providers/github/runnerlist"
+	"github.com/hyperfleet/hyperfleet/reconcilers/machinespec"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerstate"
 	"github.com/hyperfleet/hyperfleet/reconcilers/scalesetlistener"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
@@ -164,7 +165,7 @@ func (r *Reconciler) getTemplate(ctx context.Context, s *scope) (skeleton.Result
 	}
 	a := tmpl.Spec.Attestation
 	s.attested = a != nil && a.Method != "" && a.Method != hypervisorv1alpha1.AttestationNone
-	s.runner = runnerSettings(r.Runner, tmpl.Spec.Workload)
+	s.runner = machinespec.RunnerSettings(r.Runner, tmpl.Spec.Workload)
 	return skeleton.Continue(), nil
 }
 
@@ -601,6 +602,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		Labels: append(append([]string(nil), pool.Spec.Labels...), runnerstate.PoolRunnerLabel(pool))}
 	// JITConfig unless the pool chose RegistrationToken: a pool stored before
 	// the default changed reads as JITConfig (the API server defaults it).
+	registers := false
 	switch {
 	case scaleSetMode(pool):
 		// The scale set's runner group and labels are the runner's.
@@ -626,6 +628,8 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 			return "", err
 		}
 		cfg.Token, cfg.URL = tok.Value, gh.RunnerURL(gscope)
+		// config.sh needs the runner's name and labels: in the user data.
+		registers = true
 	}
 	data := map[string]string{}
 	var credsRef *meta.SecretKeyReference
@@ -640,11 +644,20 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		data[credentialsKey] = creds
 		credsRef = &meta.SecretKeyReference{Name: runnerstate.BootstrapSecretName(name), Key: credentialsKey}
 	}
-	ud, err := runnerconfig.UserData(cfg, r.AgentPath)
-	if err != nil {
-		return "", err
+	// A JIT runner on a machine that attests needs no user data of its
+	// own: the claim's machine boots with the template's runner user data
+	// (machinespec.RunnerBoot), and everything that makes it this runner
+	// is in the JIT config the endpoint hands it. Such a claim can take a
+	// standby machine of the template (docs/standby.md).
+	var userData *meta.SecretKeyReference
+	if !s.attested || registers {
+		ud, err := runnerconfig.UserData(cfg, r.AgentPath)
+		if err != nil {
+			return "", err
+		}
+		data[runnerstate.UserDataKey] = ud
+		userData = &meta.SecretKeyReference{Name: runnerstate.BootstrapSecretName(name), Key: runnerstate.UserDataKey}
 	}
-	data[runnerstate.UserDataKey] = ud
 	labels := map[string]string{PoolLabel: pool.Name}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: runnerstate.BootstrapSecretName(name), Namespace: pool.Namespace,
@@ -665,7 +678,7 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 			Finalizers: []string{hypervisorv1alpha1.MachineClaimFinalizer}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef:          hypervisorv1alpha1.TemplateReference{Name: pool.Spec.TemplateRef.Name},
-			UserDataSecretRef:    &meta.SecretKeyReference{Name: secret.Name, Key: runnerstate.UserDataKey},
+			UserDataSecretRef:    userData,
 			CredentialsSecretRef: credsRef,
 		},
 	}

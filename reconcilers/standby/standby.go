@@ -95,35 +95,48 @@ func Value(c *hypervisorv1alpha1.MachineClaim, now time.Time) string {
 }
 
 // Fits says whether claim c may take a standby machine of template t, and
-// when not, why. A standby machine booted with the template's user data
-// and hostname, and attested (if at all) as its standby claim, so only a
-// claim that asks for nothing of its own fits: no user data, no hostname,
-// no machine name, no credentials. Such a claim takes the cold path.
+// when not, why. A standby machine booted with the template's user data and
+// hostname, so only a claim that asks for none of its own fits: no user
+// data, no hostname, no machine name. Credentials fit only where the
+// template attests: they then go to the machine through the credential
+// endpoint once it is the claim's, never in user data; without attestation
+// a claim's credentials would have to be in the user data it booted with.
+// A claim that does not fit takes the cold path.
 func Fits(c *hypervisorv1alpha1.MachineClaim, t *hypervisorv1alpha1.HypervisorMachineTemplate) (bool, string) {
 	switch {
 	case IsStandby(c):
 		return false, "it is a standby claim"
 	case t.Spec.Standby == nil || t.Spec.Standby.Hot == 0:
 		return false, "the template keeps no standby machines"
-	case t.Spec.Attestation != nil && t.Spec.Attestation.Method != "" && t.Spec.Attestation.Method != hypervisorv1alpha1.AttestationNone:
-		return false, "the template attests its machines, and a standby machine attested as its standby claim"
 	case c.Spec.UserData != "" || c.Spec.UserDataSecretRef != nil:
 		return false, "the claim has its own user data, and a standby machine booted with the template's"
 	case c.Spec.Hostname != "":
 		return false, "the claim asks for its own hostname"
 	case c.Spec.MachineName != "":
 		return false, "the claim asks for its own machine name"
-	case c.Spec.CredentialsSecretRef != nil:
-		return false, "the claim has its own credentials"
+	case c.Spec.CredentialsSecretRef != nil && !Attests(t):
+		return false, "the claim has its own credentials, and without attestation they would be in the user data"
 	}
 	return true, ""
 }
 
+// Attests reports whether t's machines prove their identity to SPIRE.
+func Attests(t *hypervisorv1alpha1.HypervisorMachineTemplate) bool {
+	a := t.Spec.Attestation
+	return a != nil && a.Method != "" && a.Method != hypervisorv1alpha1.AttestationNone
+}
+
 // Free reports whether standby claim s of template t can be taken now: its
-// machine Ready, made for the template's current generation on its
-// current cluster, not bound, not being deleted.
+// machine Ready (and attested, where the template attests), made for the
+// template's current generation on its current cluster, not bound, not
+// being deleted.
 func Free(s *hypervisorv1alpha1.MachineClaim, t *hypervisorv1alpha1.HypervisorMachineTemplate) bool {
 	if _, bound := BoundTo(s); bound {
+		return false
+	}
+	if Attests(t) && (s.Status.Attestation == nil || s.Status.Attestation.Phase != hypervisorv1alpha1.AttestationAttested) {
+		// Not attested yet (or failed): it cannot prove it is the
+		// taker's machine, so it is not taken.
 		return false
 	}
 	return s.DeletionTimestamp.IsZero() && s.Status.Phase == hypervisorv1alpha1.MachineReady &&

@@ -37,7 +37,10 @@ func TestFits(t *testing.T) {
 		{"attestation none", claim(nil), noneAttest, true},
 		{"template keeps none", claim(nil), none, false},
 		{"template keeps zero", claim(nil), zero, false},
-		{"template attests", claim(nil), attests, false},
+		{"template attests", claim(nil), attests, true},
+		{"credentials, template attests", claim(func(c *hypervisorv1alpha1.MachineClaim) {
+			c.Spec.CredentialsSecretRef = &meta.SecretKeyReference{Name: "s", Key: "k"}
+		}), attests, true},
 		{"standby claim", claim(func(c *hypervisorv1alpha1.MachineClaim) { c.Labels = map[string]string{standby.TemplateLabel: "t"} }), keeps, false},
 		{"user data", claim(func(c *hypervisorv1alpha1.MachineClaim) { c.Spec.UserData = "#cloud-config\n" }), keeps, false},
 		{"user data Secret", claim(func(c *hypervisorv1alpha1.MachineClaim) {
@@ -89,6 +92,14 @@ func TestFreeStandbyClaims(t *testing.T) {
 			m(c)
 		}
 		return c
+	}
+	attesting := tmpl.DeepCopy()
+	attesting.Spec.Attestation = &hypervisorv1alpha1.AttestationConfig{Method: hypervisorv1alpha1.AttestationJoinToken}
+	attested := ready(func(c *hypervisorv1alpha1.MachineClaim) {
+		c.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Phase: hypervisorv1alpha1.AttestationAttested}
+	})
+	if !standby.Free(attested, attesting) || standby.Free(ready(nil), attesting) {
+		t.Error("where the template attests, a standby machine is free once attested, and only then")
 	}
 	now := metav1.Now()
 	for name, tc := range map[string]struct {

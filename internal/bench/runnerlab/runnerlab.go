@@ -85,11 +85,16 @@ type Lab struct {
 	// WebhookURL is the manager's webhook receiver.
 	WebhookURL string
 
-	ctx  context.Context
-	opts manager.Options
-	cfg  *rest.Config
-	mgr  *running
+	ctx    context.Context
+	opts   manager.Options
+	cfg    *rest.Config
+	mgr    *running
+	agents *runnersim.Agents
 }
+
+// Agents are the lab's stand-in machines (their errors, for a benchmark
+// to stop on).
+func (l *Lab) Agents() *runnersim.Agents { return l.agents }
 
 // Start runs the lab until Stop.
 func Start(ctx context.Context, o Options) (_ *Lab, stop func(), err error) {
@@ -173,6 +178,7 @@ func Start(ctx context.Context, o Options) (_ *Lab, stop func(), err error) {
 	if o.Agents != nil {
 		o.Agents(l, agents)
 	}
+	l.agents = agents
 	agents.Start(ctx)
 	// Waited for first (stops run last first, after the cancel): every
 	// agent's process has exited before the manager and the simulators it

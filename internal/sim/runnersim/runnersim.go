@@ -25,6 +25,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/spire"
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // PowerOff powers a claim's machine off from inside, as the agent's
@@ -43,6 +44,9 @@ type Agents struct {
 	// Process, when it returns one for a claim, runs the real agent for
 	// it as a process (Process) instead of the in-process stand-in.
 	Process func(claim *hypervisorv1alpha1.MachineClaim) *Process
+	// Mint, where Process is nil, stands in for the SPIRE agent of a
+	// machine that attests (Minter): many machines, no agent processes.
+	Mint Minter
 	// Namespace limits the claims looked at; empty is all.
 	Namespace string
 	// Interval between looks for new Ready machines (200 ms).
@@ -50,8 +54,9 @@ type Agents struct {
 	Log      logr.Logger
 
 	mu sync.Mutex
-	// started holds the machines whose agent started, by claim UID: the
-	// runner's name, or "" once the machine is gone.
+	// started holds the machines whose agent started, by namespace and
+	// machine name: the name of the claim holding it (its runner's), or ""
+	// once the machine is gone.
 	started map[string]string
 	errs    []error
 	// running counts the scan loop and the agents, for Wait.
@@ -98,39 +103,50 @@ func (a *Agents) fail(err error) {
 
 func (a *Agents) scan(ctx context.Context) {
 	var claims hypervisorv1alpha1.MachineClaimList
-	opts := []client.ListOption{client.HasLabels{runnerpool.PoolLabel}}
+	var opts []client.ListOption
 	if a.Namespace != "" {
 		opts = append(opts, client.InNamespace(a.Namespace))
 	}
 	if err := a.Client.List(ctx, &claims, opts...); err != nil {
 		return
 	}
-	listed := map[string]bool{}
+	// A machine is what runs, not a claim: a standby machine a runner's
+	// claim takes goes on running the agent that was waiting in it. The
+	// claim that holds a machine is the one not being deleted, a runner's
+	// before a standby one.
+	holders := map[string]*hypervisorv1alpha1.MachineClaim{}
 	for i := range claims.Items {
-		c := claims.Items[i]
-		key := string(c.UID)
-		listed[key] = true
-		if c.DeletionTimestamp != nil {
-			a.machineGone(key)
+		c := &claims.Items[i]
+		_, runner := c.Labels[runnerpool.PoolLabel]
+		_, standby := c.Labels[standbyLabel]
+		if !runner && !standby || c.Status.MachineName == "" || c.DeletionTimestamp != nil {
 			continue
 		}
-		if c.Status.Phase != hypervisorv1alpha1.MachineReady {
+		key := c.Namespace + "/" + c.Status.MachineName
+		if h, ok := holders[key]; ok && !runner && h.Labels[runnerpool.PoolLabel] != "" {
 			continue
 		}
+		holders[key] = c
+	}
+	for key, c := range holders {
 		a.mu.Lock()
-		_, seen := a.started[key]
-		if !seen {
+		name, seen := a.started[key]
+		switch {
+		case seen && name != "":
+			// The runner registers under its claim's name: a taken
+			// standby machine's is its taker's.
 			a.started[key] = c.Name
+		case !seen && c.Status.Phase == hypervisorv1alpha1.MachineReady:
+			a.started[key] = c.Name
+			c := c.DeepCopy()
+			a.running.Go(func() { a.run(ctx, c) })
 		}
 		a.mu.Unlock()
-		if !seen {
-			a.running.Go(func() { a.run(ctx, &c) })
-		}
 	}
 	a.mu.Lock()
 	var vanished []string
 	for key := range a.started {
-		if !listed[key] {
+		if holders[key] == nil {
 			vanished = append(vanished, key)
 		}
 	}
@@ -139,6 +155,9 @@ func (a *Agents) scan(ctx context.Context) {
 		a.machineGone(key)
 	}
 }
+
+// standbyLabel marks a template's standby claims (reconcilers/standby).
+const standbyLabel = standby.TemplateLabel
 
 // machineGone stops the runner of a machine being deleted, as deleting a
 // VM kills the runner inside: a job it was running fails. A runner the
@@ -167,6 +186,9 @@ func (a *Agents) machineGone(key string) {
 // run is one VM's agent: register, run one job, power off.
 func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 	cfg, mc, err := a.config(ctx, c)
+	if _, standby := c.Labels[standbyLabel]; standby && err != nil {
+		return // a standby machine of a template that runs no runner
+	}
 	if err != nil {
 		a.fail(fmt.Errorf("claim %s: %w", c.Name, err))
 		return
@@ -185,10 +207,23 @@ func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 			return
 		}
 	}
-	if mc != nil {
-		// Its credential is handed out only to a real agent's SVID.
-		a.fail(fmt.Errorf("claim %s attests with SPIRE: only the real agent can (Agents.Process)", c.Name))
+	if mc != nil && a.Mint == nil {
+		// Its credential is handed out only to an SVID of its machine.
+		a.fail(fmt.Errorf("claim %s attests with SPIRE: only the real agent can (Agents.Process), or a Minter", c.Name))
 		return
+	}
+	if mc != nil {
+		creds, err := fetchMinted(ctx, a.Mint, *mc)
+		if err != nil {
+			if ctx.Err() == nil {
+				a.fail(fmt.Errorf("claim %s: fetching its credentials: %w", c.Name, err))
+			}
+			return
+		}
+		cfg.JITConfig, cfg.Token = creds["jitConfig"], creds["token"]
+		if u := creds["url"]; u != "" {
+			cfg.URL = u
+		}
 	}
 	req := githubsim.RunRequest{Wait: true}
 	if cfg.JITConfig != "" {
