@@ -14,6 +14,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/prometheus v0.315.0
+	github.com/robfig/cron/v3 v3.0.1
 	github.com/spiffe/go-spiffe/v2 v2.7.0
 	github.com/spiffe/spire-api-sdk v1.2.5-0.20260115194754-bcd1999bdd05
 	github.com/yuin/gopher-lua v1.1.2

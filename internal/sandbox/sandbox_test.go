@@ -180,15 +180,43 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 			fmt.Sprintf("attested-box's attestation: %+v", st)
 	})
 
-	// The sample RunnerPool keeps one idle runner; a queued job is taken by
-	// a runner (a webhook delivery to the manager scales the pool).
-	eventually.That(t, 90*time.Second, func() (bool, string) {
-		pool := &hypervisorv1alpha1.RunnerPool{}
-		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "demo-runners"}, pool)
-		return err == nil && pool.Status.IdleReplicas >= 1, fmt.Sprintf("the sample RunnerPool has no idle runner: %v %+v", err, pool.Status)
+	// The runner template keeps one hot machine: booted, attested, holding
+	// no JIT config and registered nowhere; the pool keeps no idle runner.
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{}
+		err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: "runner-kubevirt"}, tmpl)
+		return err == nil && tmpl.Status.Standby != nil && tmpl.Status.Standby.Hot == 1, fmt.Sprintf("the runner template's standby: %v %+v", err, tmpl.Status.Standby)
 	})
-	// Jobs as `hyperfleet-dev enqueue-jobs --count 3` queues them: more than the
-	// idle runner, so the pool scales up and new machines attest too.
+	if runners := simRunners(t, ghAddr); len(runners) != 0 {
+		t.Fatalf("GitHub lists runners while the pools idle on a hot machine: %v", runners)
+	}
+	// A job as `hyperfleet-dev enqueue-jobs --wait 2m` queues it: its runner
+	// takes the hot machine and starts it at once.
+	first := queueSimJob(t, ghAddr, `{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`)
+	var started githubsim.Job
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		all, err := simJobs(ghAddr)
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, j := range all {
+			if j.ID == first.ID && !j.StartedAt.IsZero() {
+				started = j
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("job %d not started: %+v", first.ID, all)
+	})
+	runnerClaim := &hypervisorv1alpha1.MachineClaim{}
+	if err := c.Get(ctx, types.NamespacedName{Namespace: ns, Name: started.RunnerName}, runnerClaim); err != nil {
+		t.Fatalf("the first job's runner %s: %v", started.RunnerName, err)
+	}
+	if !strings.Contains(runnerClaim.Status.MachineName, "runner-kubevirt-standby-") {
+		t.Errorf("the first job's runner %s runs on %s, not the runner template's hot machine", started.RunnerName, runnerClaim.Status.MachineName)
+	}
+	t.Logf("the first job started %s after it was queued, on hot machine %s", started.StartedAt.Sub(started.CreatedAt).Round(100*time.Millisecond), runnerClaim.Status.MachineName)
+	// Jobs as `hyperfleet-dev enqueue-jobs --count 3` queues them: more than
+	// the hot machine, so the pool scales up and new machines attest too.
 	const jobs = 3
 	for range jobs {
 		queueSimJob(t, ghAddr, `{"repo":"acme/widgets","labels":["self-hosted","sandbox"],"duration":"1s"}`)
@@ -205,7 +233,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 				done3 = append(done3, j)
 			}
 		}
-		return len(done3) == jobs, fmt.Sprintf("the sample runners completed %d of %d jobs: %+v", len(done3), jobs, all)
+		return len(done3) == jobs+1, fmt.Sprintf("the sample runners completed %d of %d jobs: %+v", len(done3), jobs+1, all)
 	})
 	// Every runner that ran one attested through its spire-agent before it
 	// had its JIT config: the credential endpoint handed it out (the
@@ -338,6 +366,25 @@ func queueSimJob(t *testing.T, addr, body string) githubsim.Job {
 }
 
 // simJobs lists the sandbox's GitHub simulator's jobs.
+// simRunners are the runners the simulated GitHub lists, by name.
+func simRunners(t *testing.T, addr string) []string {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/_sim/runners")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	var all []githubsim.Runner
+	if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(all))
+	for _, r := range all {
+		names = append(names, r.Name)
+	}
+	return names
+}
+
 func simJobs(addr string) ([]githubsim.Job, error) {
 	res, err := http.Get("http://" + addr + "/_sim/jobs")
 	if err != nil {

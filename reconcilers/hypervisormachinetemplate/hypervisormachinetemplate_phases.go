@@ -58,6 +58,9 @@ type scope struct {
 	// standby counts the template's standby claims (keepStandby); nil
 	// when it keeps none.
 	standby *hypervisorv1alpha1.StandbyStatus
+	// standbyErr: spec.standby cannot be read (a schedule's expression or
+	// time zone); nothing is made or retired until it is fixed.
+	standbyErr error
 }
 
 // readCluster reads the referenced cluster and decides whether the template

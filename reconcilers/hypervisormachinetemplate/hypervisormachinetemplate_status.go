@@ -35,6 +35,8 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 	t.Status.Standby = s.standby
 	name := s.clusterKey.Name
 	switch {
+	case s.standbyErr != nil:
+		return conditions.Summary{State: conditions.Stalled, Reason: meta.InvalidSpecReason, Message: s.standbyErr.Error() + "; no standby machine is made or retired until it is fixed"}
 	case s.clusterErr != nil:
 		return conditions.Summary{State: conditions.Waiting, Reason: ReasonClusterUnreadable, Message: s.clusterErr.Error()}
 	case s.clusterMissing:

@@ -40,6 +40,12 @@ func TestComputeStatus(t *testing.T) {
 		source   string
 		none     bool // the conditions are left as they are
 	}{{
+		name: "a standby schedule cannot be read, whatever the rest",
+		scope: scope{clusterKey: key, cluster: cluster(), source: "pve1/9000 (ubuntu)",
+			standbyErr: errors.New(`spec.standby.schedules[0]: timeZone "Mars/Olympus" is not an IANA time zone (e.g. Europe/Berlin)`)},
+		state: conditions.Stalled, reason: meta.InvalidSpecReason, provider: hypervisorv1alpha1.ProviderProxmox, source: "pve1/9000 (ubuntu)",
+		message: `spec.standby.schedules[0]: timeZone "Mars/Olympus" is not an IANA time zone (e.g. Europe/Berlin); no standby machine is made or retired until it is fixed`,
+	}, {
 		name:  "the cluster does not exist",
 		scope: scope{clusterKey: key, clusterMissing: true},
 		state: conditions.Waiting, reason: meta.DependencyNotFoundReason, message: "HypervisorCluster pve (spec.clusterRef) not found",

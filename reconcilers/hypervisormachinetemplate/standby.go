@@ -29,15 +29,21 @@ import (
 func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result, error) {
 	t := s.template
 	s.standby = t.Status.Standby // kept as it is if counting fails
-	want := 0
-	if t.Spec.Standby != nil {
-		want = int(t.Spec.Standby.Hot)
+	inUse, err := r.inUse(ctx, t)
+	if err != nil {
+		return skeleton.Continue(), err
 	}
+	plan, err := standby.PlanFor(t.Spec.Standby, t.Status.Standby, inUse, time.Now())
+	if err != nil {
+		s.standbyErr = err
+		return skeleton.Continue(), nil
+	}
+	want := int(plan.Want)
 	var list hypervisorv1alpha1.MachineClaimList
 	if err := r.Client.List(ctx, &list, client.InNamespace(t.Namespace), client.MatchingLabels{standby.TemplateLabel: t.Name}); err != nil {
 		return skeleton.Continue(), fmt.Errorf("listing standby claims: %w", err)
 	}
-	counts := hypervisorv1alpha1.StandbyStatus{}
+	counts := hypervisorv1alpha1.StandbyStatus{Want: plan.Want, Schedule: plan.Schedule, HeadroomPeak: plan.Peak, HeadroomSince: plan.Since}
 	var hot, starting, retire []*hypervisorv1alpha1.MachineClaim
 	for i := range list.Items {
 		sb := &list.Items[i]
@@ -86,12 +92,41 @@ func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result
 		r.Recorder.Eventf(t, sb, corev1.EventTypeNormal, "StandbyCreated", "Standby", "Making standby machine %s", sb.Name)
 		starting = append(starting, sb)
 	}
-	counts.Hot, counts.Starting = int32(len(hot)), int32(len(starting)) //nolint:gosec // at most spec.standby.hot (≤ 100)
+	counts.Hot, counts.Starting = int32(len(hot)), int32(len(starting)) //nolint:gosec // at most standby.MaxHot
 	s.standby = &counts
-	if want == 0 && counts.Binding == 0 && len(list.Items) == 0 {
+	if want == 0 && counts.Binding == 0 && len(list.Items) == 0 && counts.HeadroomPeak == 0 && counts.Schedule == "" {
 		s.standby = nil
 	}
+	if plan.Recheck > 0 {
+		// The next window's start, or the headroom's next step down; at
+		// least hourly, so a clock change is caught up.
+		return skeleton.Requeue(min(plan.Recheck+time.Second, time.Hour)), nil
+	}
 	return skeleton.Continue(), nil
+}
+
+// inUse counts the template's claims that hold or wait for a machine, not
+// standby ones: the demand the burst headroom follows. Without a headroom
+// it is not needed.
+func (r *Reconciler) inUse(ctx context.Context, t *hypervisorv1alpha1.HypervisorMachineTemplate) (int32, error) {
+	if t.Spec.Standby == nil || t.Spec.Standby.BurstHeadroom == nil {
+		return 0, nil
+	}
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(t.Namespace), client.UnsafeDisableDeepCopy); err != nil {
+		return 0, fmt.Errorf("listing the template's claims: %w", err)
+	}
+	var n int32
+	for i := range list.Items {
+		c := &list.Items[i]
+		ref := c.Spec.TemplateRef
+		if !ref.IsMachineTemplate() || ref.Name != t.Name || standby.IsStandby(c) || !c.DeletionTimestamp.IsZero() ||
+			c.Status.Phase == hypervisorv1alpha1.MachineTerminated || c.Status.Phase == hypervisorv1alpha1.MachineFailed {
+			continue
+		}
+		n++
+	}
+	return n, nil
 }
 
 // standbyClaim is a new standby claim of t. Its maxLifetime is the

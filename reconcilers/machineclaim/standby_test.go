@@ -219,3 +219,50 @@ func TestStandbyMachinesStayInTheirNamespace(t *testing.T) {
 		}
 	}
 }
+
+// A schedule in force sets how many machines are hot, and a burst of
+// claims adds its headroom: the template's status says both.
+func TestScheduleAndBurstHeadroomSetTheHotCount(t *testing.T) {
+	l := newLab(t)
+	ctx := context.Background()
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}}
+	setStandby := func(spec *hypervisorv1alpha1.StandbySpec) {
+		t.Helper()
+		if err := l.Get(tmpl); err != nil {
+			t.Fatal(err)
+		}
+		patch := client.MergeFrom(tmpl.DeepCopy())
+		tmpl.Spec.Standby = spec
+		if err := l.C.Patch(ctx, tmpl, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitHot := func(want int32, schedule string, peak int32) {
+		t.Helper()
+		eventually.That(t, time.Minute, func() (bool, string) {
+			if err := l.Get(tmpl); err != nil {
+				return false, err.Error()
+			}
+			st := tmpl.Status.Standby
+			return st != nil && st.Want == want && st.Hot == want && st.Schedule == schedule && st.HeadroomPeak == peak,
+				fmt.Sprintf("standby %+v; want %d hot from %q, headroom peak %d", st, want, schedule, peak)
+		})
+	}
+	// A window that began at the last minute, and goes on.
+	always := hypervisorv1alpha1.StandbySchedule{Name: "always", Start: "* * * * *", Hot: 1}
+	setStandby(&hypervisorv1alpha1.StandbySpec{Hot: 0, Schedules: []hypervisorv1alpha1.StandbySchedule{always}})
+	waitHot(1, "always", 0)
+
+	// Two claims in use (their own hostnames: they are cloned) make a peak
+	// of two, kept hot beside the window's one.
+	setStandby(&hypervisorv1alpha1.StandbySpec{Hot: 0, Schedules: []hypervisorv1alpha1.StandbySchedule{always},
+		BurstHeadroom: &hypervisorv1alpha1.BurstHeadroom{Max: 3, HalfLife: &metav1.Duration{Duration: time.Hour}}})
+	for _, n := range []string{"a", "b"} {
+		l.claim(n, func(mc *hypervisorv1alpha1.MachineClaim) { mc.Spec.Hostname = n })
+	}
+	waitHot(3, "always", 2)
+
+	// A schedule that cannot be read stalls the template, naming the field.
+	setStandby(&hypervisorv1alpha1.StandbySpec{Schedules: []hypervisorv1alpha1.StandbySchedule{{Name: "bad", Start: "0 8 * * *", TimeZone: "Mars/Olympus", Hot: 1}}})
+	l.WaitReason(tmpl, "InvalidSpec", time.Minute)
+}

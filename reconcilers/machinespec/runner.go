@@ -44,10 +44,16 @@ type RunnerBoot struct {
 // for one job and a standby machine no job has taken yet. ok is false for
 // any other template: its claims boot with the template's user data.
 func (b RunnerBoot) UserData(t *hypervisorv1alpha1.HypervisorMachineTemplate, claimName string) (ud string, ok bool, err error) {
-	w, a := t.Spec.Workload, t.Spec.Attestation
-	if w == nil || w.Type != hypervisorv1alpha1.WorkloadGitHubRunner || a == nil || a.Method == "" || a.Method == hypervisorv1alpha1.AttestationNone || b.AgentPath == "" {
+	if !BootsRunners(t) || b.AgentPath == "" {
 		return "", false, nil
 	}
-	ud, err = runnerconfig.UserData(runnerconfig.Config{Name: claimName, Runner: RunnerSettings(b.Defaults, w)}, b.AgentPath)
+	ud, err = runnerconfig.UserData(runnerconfig.Config{Name: claimName, Runner: RunnerSettings(b.Defaults, t.Spec.Workload)}, b.AgentPath)
 	return ud, err == nil, err
+}
+
+// BootsRunners reports whether t's claims that bring no user data boot
+// with RunnerBoot's: its workload is github-runner and it attests.
+func BootsRunners(t *hypervisorv1alpha1.HypervisorMachineTemplate) bool {
+	w, a := t.Spec.Workload, t.Spec.Attestation
+	return w != nil && w.Type == hypervisorv1alpha1.WorkloadGitHubRunner && a != nil && a.Method != "" && a.Method != hypervisorv1alpha1.AttestationNone
 }

@@ -71,6 +71,9 @@ type scope struct {
 	// credential is handed out by the credential endpoint, never put in
 	// its user data (getTemplate).
 	attested bool
+	// bootsRunners: the template boots runner machines by itself
+	// (machinespec.BootsRunners), so a JIT runner needs no user data.
+	bootsRunners bool
 	// runner is what the agents install: the operator's settings with the
 	// template's spec.workload.githubRunner over them (getTemplate).
 	runner runnerconfig.Runner
@@ -166,6 +169,7 @@ func (r *Reconciler) getTemplate(ctx context.Context, s *scope) (skeleton.Result
 	a := tmpl.Spec.Attestation
 	s.attested = a != nil && a.Method != "" && a.Method != hypervisorv1alpha1.AttestationNone
 	s.runner = machinespec.RunnerSettings(r.Runner, tmpl.Spec.Workload)
+	s.bootsRunners = machinespec.BootsRunners(tmpl)
 	return skeleton.Continue(), nil
 }
 
@@ -644,13 +648,14 @@ func (r *Reconciler) createRunner(ctx context.Context, s *scope, gh *github.Clie
 		data[credentialsKey] = creds
 		credsRef = &meta.SecretKeyReference{Name: runnerstate.BootstrapSecretName(name), Key: credentialsKey}
 	}
-	// A JIT runner on a machine that attests needs no user data of its
-	// own: the claim's machine boots with the template's runner user data
+	// A JIT runner of a template that boots runners by itself (a
+	// github-runner workload that attests) needs no user data of its own:
+	// the claim's machine boots with the template's runner user data
 	// (machinespec.RunnerBoot), and everything that makes it this runner
 	// is in the JIT config the endpoint hands it. Such a claim can take a
 	// standby machine of the template (docs/standby.md).
 	var userData *meta.SecretKeyReference
-	if !s.attested || registers {
+	if !s.bootsRunners || registers {
 		ud, err := runnerconfig.UserData(cfg, r.AgentPath)
 		if err != nil {
 			return "", err

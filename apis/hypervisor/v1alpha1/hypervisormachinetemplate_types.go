@@ -81,6 +81,68 @@ type StandbySpec struct {
 	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('10m') && duration(self) <= duration('720h'))",message="spec.standby.maxAge must be a duration between 10m and 720h (30 days), e.g. 24h"
 	// +optional
 	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+
+	// Schedules change hot for windows of the day or week: each begins
+	// when its cron expression fires, in its time zone, and the one that
+	// fired last is in force (a schedule with hot 0 ends a window). A
+	// restart inside a window keeps it: the last firing is worked out
+	// again from the expressions. None fired in the last 8 days, or none
+	// given: hot above.
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Schedules []StandbySchedule `json:"schedules,omitempty"`
+
+	// BurstHeadroom keeps more machines hot after claims arrive: as many
+	// as the template's claims in use at the peak (at most max), halving
+	// every halfLife once the peak has passed, so the next burst meets hot
+	// machines and an idle night costs nothing.
+	// +optional
+	BurstHeadroom *BurstHeadroom `json:"burstHeadroom,omitempty"`
+}
+
+// StandbySchedule is a window in which a template keeps a number of
+// machines hot.
+type StandbySchedule struct {
+	// Name of the window, shown in status.standby.schedule.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// Start is a five-field cron expression (minute hour day-of-month
+	// month day-of-week, e.g. "0 8 * * 1-5" for 08:00 on weekdays) at
+	// which the window begins.
+	// +kubebuilder:validation:MinLength=9
+	// +kubebuilder:validation:MaxLength=100
+	// +required
+	Start string `json:"start"`
+	// TimeZone the expression is read in (IANA, e.g. Europe/Berlin).
+	// Unset: UTC.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	TimeZone string `json:"timeZone,omitempty"`
+	// Hot is how many machines are kept hot during the window.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	Hot int32 `json:"hot"`
+}
+
+// BurstHeadroom is extra hot capacity after a burst, decaying to none.
+type BurstHeadroom struct {
+	// Max bounds the extra machines.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +required
+	Max int32 `json:"max"`
+	// HalfLife halves the extra machines once the peak has passed.
+	// Between 1m and 24h. Unset: 30m.
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^(0|([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+)$`
+	// +kubebuilder:validation:XValidation:rule="self.matches('^(0|([0-9]+([.][0-9]+)?(ns|us|ms|s|m|h))+)$') && (duration(self) >= duration('1m') && duration(self) <= duration('24h'))",message="spec.standby.burstHeadroom.halfLife must be a duration between 1m and 24h, e.g. 30m"
+	// +optional
+	HalfLife *metav1.Duration `json:"halfLife,omitempty"`
 }
 
 // MachineResources sizes a machine.
@@ -463,6 +525,20 @@ type StandbyStatus struct {
 	Starting int32 `json:"starting"`
 	// Binding machines have been taken by a claim and are being handed to it.
 	Binding int32 `json:"binding"`
+	// Want is how many machines the template keeps hot now: its schedule's
+	// (or spec.standby.hot) plus the burst headroom, at most 100.
+	// +optional
+	Want int32 `json:"want,omitempty"`
+	// Schedule names the window in force (spec.standby.schedules).
+	// +optional
+	Schedule string `json:"schedule,omitempty"`
+	// HeadroomPeak is the claims in use at the last peak: the headroom is
+	// the peak halved every halfLife since (spec.standby.burstHeadroom).
+	// +optional
+	HeadroomPeak int32 `json:"headroomPeak,omitempty"`
+	// HeadroomSince is when the last peak was seen.
+	// +optional
+	HeadroomSince *metav1.Time `json:"headroomSince,omitempty"`
 }
 
 // HypervisorMachineTemplate is the shape of machines cloned on one
@@ -475,6 +551,7 @@ type StandbyStatus struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.resolvedSource`
 // +kubebuilder:printcolumn:name="Workload",type=string,JSONPath=`.spec.workload.type`
 // +kubebuilder:printcolumn:name="Hot",type=integer,JSONPath=`.status.standby.hot`
+// +kubebuilder:printcolumn:name="Want",type=integer,JSONPath=`.status.standby.want`,priority=1
 // +kubebuilder:printcolumn:name="Starting",type=integer,JSONPath=`.status.standby.starting`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`,priority=1
