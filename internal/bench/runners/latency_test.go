@@ -18,6 +18,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/bench/percentile"
 	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
@@ -139,14 +140,14 @@ func burst(b *testing.B, n, maxReplicas int) {
 		fmt.Printf("%-34s %6d %10s %10s %10s\n", row.what, len(row.d), pct(row.d, 50), pct(row.d, 99), pct(row.d, 100))
 	}
 	printScaleUps(b, ns, pool, start)
-	b.ReportMetric(ms(pctD(claimed, 50)), "claim-p50-ms")
-	b.ReportMetric(ms(pctD(claimed, 99)), "claim-p99-ms")
-	b.ReportMetric(ms(pctD(made, 50)), "create-p50-ms")
-	b.ReportMetric(ms(pctD(made, 99)), "create-p99-ms")
-	b.ReportMetric(ms(pctD(registered, 50)), "registered-p50-ms")
-	b.ReportMetric(ms(pctD(registered, 99)), "registered-p99-ms")
-	b.ReportMetric(ms(pctD(taken, 50)), "taken-p50-ms")
-	b.ReportMetric(ms(pctD(taken, 99)), "taken-p99-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(claimed, 50)), "claim-p50-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(claimed, 99)), "claim-p99-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(made, 50)), "create-p50-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(made, 99)), "create-p99-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(registered, 50)), "registered-p50-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(registered, 99)), "registered-p99-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(taken, 50)), "taken-p50-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(taken, 99)), "taken-p99-ms")
 	b.ReportMetric(0, "ns/op") // the wall time is in the table; ns/op of one burst says nothing more
 }
 
@@ -219,20 +220,9 @@ func paired(sent, events []time.Time) []time.Duration {
 	return out
 }
 
-// pctD is the p-th percentile (nearest rank) of ds; 0 when empty.
-func pctD(ds []time.Duration, p int) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	s := slices.Clone(ds)
-	slices.Sort(s)
-	i := max((p*len(s)+99)/100-1, 0)
-	return s[min(i, len(s)-1)]
+func pct(ds []time.Duration, p int) string {
+	return percentile.Of(ds, p).Round(time.Millisecond).String()
 }
-
-func pct(ds []time.Duration, p int) string { return pctD(ds, p).Round(time.Millisecond).String() }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // printScaleUps shows when the pool scaled and by how much, from its
 // ScaledUp events: where the time between the deliveries and the Create

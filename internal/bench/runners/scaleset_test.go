@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/internal/bench/percentile"
 	"github.com/hyperfleet/hyperfleet/internal/bench/runnerlab"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
@@ -113,10 +114,10 @@ func modeBurst(b *testing.B, n int, scaleSet bool) {
 	fmt.Printf("%-30s %6d %10s %10s %10s\n", "queued → job taken", len(taken), pct(taken, 50), pct(taken, 99), pct(taken, 100))
 	fmt.Printf("GitHub requests while serving the burst: REST %d (%.2f per job), scale-set service %d (%.2f per job)\n",
 		rest, float64(rest)/float64(n), service, float64(service)/float64(n))
-	b.ReportMetric(ms(pctD(made, 50)), "create-p50-ms")
-	b.ReportMetric(ms(pctD(made, 99)), "create-p99-ms")
-	b.ReportMetric(ms(pctD(taken, 50)), "taken-p50-ms")
-	b.ReportMetric(ms(pctD(taken, 99)), "taken-p99-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(made, 50)), "create-p50-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(made, 99)), "create-p99-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(taken, 50)), "taken-p50-ms")
+	b.ReportMetric(percentile.Millis(percentile.Of(taken, 99)), "taken-p99-ms")
 	b.ReportMetric(float64(rest)/float64(n), "rest-req/job")
 	b.ReportMetric(float64(service)/float64(n), "scaleset-req/job")
 	b.ReportMetric(0, "ns/op")

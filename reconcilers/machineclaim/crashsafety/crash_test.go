@@ -35,18 +35,24 @@ func TestMain(m *testing.M) {
 func startInstance(t *testing.T) *testenv.Process {
 	t.Helper()
 	p, err := testenv.StartProcess(func(cfg *rest.Config) (testenv.Runnable, error) {
-		return manager.New(cfg, manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "default",
-			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
-			// No sweeping here: every VM must be accounted for by its claim alone.
-			OrphanSweepInterval: time.Hour, OrphanGrace: time.Hour,
-			SkipControllerNameValidation: true,
-		})
+		return manager.New(cfg, operatorOptions())
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return p
+}
+
+// operatorOptions are every instance's: the whole operator, observing
+// every second.
+func operatorOptions() manager.Options {
+	return manager.Options{
+		MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "default",
+		ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
+		// No sweeping here: every VM must be accounted for by its claim alone.
+		OrphanSweepInterval: time.Hour, OrphanGrace: time.Hour,
+		SkipControllerNameValidation: true,
+	}
 }
 
 func TestEveryClaimEndsWithExactlyOneVMDespiteCrashes(t *testing.T) {

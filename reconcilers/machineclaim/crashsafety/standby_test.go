@@ -36,12 +36,7 @@ func startCutAfterBind(t *testing.T) (p *testenv.Process, bound <-chan struct{})
 		cfg.WrapTransport = func(rt http.RoundTripper) http.RoundTripper {
 			return cutAfterBind{base: inner(rt), cut: &cut, bound: ch}
 		}
-		return manager.New(cfg, manager.Options{
-			MetricsAddr: "0", ProbeAddr: "0", OperatorNamespace: "default",
-			ObserveInterval: time.Second, FinalizationTimeout: time.Minute,
-			OrphanSweepInterval: time.Hour, OrphanGrace: time.Hour,
-			SkipControllerNameValidation: true,
-		})
+		return manager.New(cfg, operatorOptions())
 	})
 	if err != nil {
 		t.Fatal(err)
