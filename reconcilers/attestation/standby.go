@@ -23,10 +23,21 @@ const SPIFFEIDIndex = "machineclaim.spiffeID"
 // IndexSPIFFEID is the SPIFFEIDIndex function.
 func IndexSPIFFEID(o client.Object) []string {
 	c, ok := o.(*hypervisorv1alpha1.MachineClaim)
-	if !ok || c.Status.Attestation == nil || c.Status.Attestation.SPIFFEID == "" {
+	if !ok {
 		return nil
 	}
-	return []string{c.Status.Attestation.SPIFFEID}
+	if id := IndexSPIFFEIDOf(c); id != "" {
+		return []string{id}
+	}
+	return nil
+}
+
+// IndexSPIFFEIDOf is the SPIFFE ID claim c's status carries, or "".
+func IndexSPIFFEIDOf(c *hypervisorv1alpha1.MachineClaim) string {
+	if c.Status.Attestation == nil {
+		return ""
+	}
+	return c.Status.Attestation.SPIFFEID
 }
 
 // defaultStandbyWait is Endpoint.StandbyWait's default: under the
@@ -75,20 +86,52 @@ func (e *Endpoint) taker(ctx context.Context, namespace, name string, uid types.
 }
 
 // takerBySPIFFEID finds, once the standby claim is gone, the claim of m's
-// namespace whose status carries m's SPIFFE ID.
+// namespace whose status carries m's SPIFFE ID: through the cache's index,
+// and when the cache does not know it, through the claims as stored. The
+// cache may lag the read that found the standby claim gone (the taker
+// records the machine before it deletes the standby claim, but a fresh
+// read can see the deletion before the cache sees the record); answered
+// "no such machine" then, the machine would stop asking. The uncached list
+// runs only for a machine whose own claim is gone.
 func (e *Endpoint) takerBySPIFFEID(ctx context.Context, m spire.MachineID, peer string) *hypervisorv1alpha1.MachineClaim {
-	if e.Cache == nil {
-		return nil
+	if e.Cache != nil {
+		var list hypervisorv1alpha1.MachineClaimList
+		if err := e.Cache.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingFields{SPIFFEIDIndex: peer}); err == nil {
+			if c := e.takerAmong(ctx, m, peer, list.Items); c != nil {
+				return c
+			}
+		}
 	}
-	var list hypervisorv1alpha1.MachineClaimList
-	if err := e.Cache.List(ctx, &list, client.InNamespace(m.Namespace), client.MatchingFields{SPIFFEIDIndex: peer}); err != nil {
-		return nil
+	opts := []client.ListOption{client.InNamespace(m.Namespace), client.Limit(500)}
+	for {
+		var page hypervisorv1alpha1.MachineClaimList
+		if err := e.Reader.List(ctx, &page, opts...); err != nil {
+			return nil
+		}
+		var holding []hypervisorv1alpha1.MachineClaim
+		for i := range page.Items {
+			if IndexSPIFFEIDOf(&page.Items[i]) == peer {
+				holding = append(holding, page.Items[i])
+			}
+		}
+		if c := e.takerAmong(ctx, m, peer, holding); c != nil {
+			return c
+		}
+		if page.Continue == "" {
+			return nil
+		}
+		opts = append(opts[:2], client.Continue(page.Continue))
 	}
-	for i := range list.Items {
-		if string(list.Items[i].UID) == m.UID {
+}
+
+// takerAmong is the first of claims, other than m's own, that holds the
+// machine as stored.
+func (e *Endpoint) takerAmong(ctx context.Context, m spire.MachineID, peer string, claims []hypervisorv1alpha1.MachineClaim) *hypervisorv1alpha1.MachineClaim {
+	for i := range claims {
+		if string(claims[i].UID) == m.UID {
 			continue
 		}
-		if c := e.taker(ctx, m.Namespace, list.Items[i].Name, list.Items[i].UID, peer); c != nil {
+		if c := e.taker(ctx, m.Namespace, claims[i].Name, claims[i].UID, peer); c != nil {
 			return c
 		}
 	}
