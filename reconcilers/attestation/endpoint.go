@@ -167,7 +167,7 @@ func (e *Endpoint) answerFor(ctx context.Context, claim *hypervisorv1alpha1.Mach
 		return answer{code: http.StatusForbidden, result: ResultWrongIdentity, message: "this SVID was not minted for this machine"}
 	}
 	if standby.IsStandby(claim) {
-		return e.standby(ctx, claim, peer)
+		return e.standby(ctx, claim, m, peer)
 	}
 	if !claim.DeletionTimestamp.IsZero() || claim.Status.Phase == hypervisorv1alpha1.MachineStopping ||
 		claim.Status.Phase == hypervisorv1alpha1.MachineTerminated || claim.Status.Phase == hypervisorv1alpha1.MachineFailed {

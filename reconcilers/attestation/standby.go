@@ -143,7 +143,7 @@ func (e *Endpoint) takerAmong(ctx context.Context, m spire.MachineID, peer strin
 // hot); then the request is held until a claim takes the machine — the
 // claim's credentials are then handed out as any claim's — or StandbyWait
 // passes, and the machine is told to ask again (202).
-func (e *Endpoint) standby(ctx context.Context, sb *hypervisorv1alpha1.MachineClaim, peer string) answer {
+func (e *Endpoint) standby(ctx context.Context, sb *hypervisorv1alpha1.MachineClaim, m spire.MachineID, peer string) answer {
 	if !sb.DeletionTimestamp.IsZero() || sb.Status.Phase == hypervisorv1alpha1.MachineStopping ||
 		sb.Status.Phase == hypervisorv1alpha1.MachineTerminated || sb.Status.Phase == hypervisorv1alpha1.MachineFailed {
 		return answer{code: http.StatusGone, result: ResultExpired, message: "the machine is ending"}
@@ -185,10 +185,6 @@ func (e *Endpoint) standby(ctx context.Context, sb *hypervisorv1alpha1.MachineCl
 		}
 		// Taken (or gone): the answer is the taker's, once it holds the
 		// machine; until then, wait on.
-		m, _, perr := spire.ParseID(peer)
-		if perr != nil {
-			return standbyAnswer
-		}
 		if claim, refused := e.claimOf(ctx, m, peer); refused == nil && !standby.IsStandby(claim) {
 			return e.answerFor(ctx, claim, m, peer)
 		}

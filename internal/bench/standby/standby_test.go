@@ -181,7 +181,7 @@ func burst(b *testing.B, n int, hot bool) {
 	if hot {
 		pool = fmt.Sprintf("hot%d", n)
 	}
-	sim := prepare(b, ns, pool, n, hotN)
+	prepare(b, ns, pool, n, hotN)
 	c := testenv.Client()
 	gh := lab.GitHub
 
@@ -246,13 +246,12 @@ func burst(b *testing.B, n int, hot bool) {
 			b.Fatal(err)
 		}
 	}
-	_ = sim
 }
 
 // prepare makes the scenario's namespace: a Proxmox simulator and its
 // cluster, an attesting runner template keeping hot standby machines, the
 // GitHub credentials and a pool of n runners at most, none kept idle.
-func prepare(b *testing.B, ns, pool string, n, hot int) *proxmoxsim.Server {
+func prepare(b *testing.B, ns, pool string, n, hot int) {
 	b.Helper()
 	gib := uint64(1) << 30
 	nodes := []proxmoxsim.Node{{Name: "pve1", CPUs: 64, Memory: 512 * gib}, {Name: "pve2", CPUs: 64, Memory: 512 * gib}}
@@ -306,7 +305,6 @@ func prepare(b *testing.B, ns, pool string, n, hot int) *proxmoxsim.Server {
 			b.Fatalf("creating %T %s: %v", o, o.GetName(), err)
 		}
 	}
-	return sim
 }
 
 // misses is hyperfleet_standby_misses_total on Proxmox.

@@ -118,8 +118,8 @@ func (a *Agents) scan(ctx context.Context) {
 	for i := range claims.Items {
 		c := &claims.Items[i]
 		_, runner := c.Labels[runnerpool.PoolLabel]
-		_, standby := c.Labels[standbyLabel]
-		if !runner && !standby || c.Status.MachineName == "" || c.DeletionTimestamp != nil {
+		_, spare := c.Labels[standby.TemplateLabel]
+		if !runner && !spare || c.Status.MachineName == "" || c.DeletionTimestamp != nil {
 			continue
 		}
 		key := c.Namespace + "/" + c.Status.MachineName
@@ -156,9 +156,6 @@ func (a *Agents) scan(ctx context.Context) {
 	}
 }
 
-// standbyLabel marks a template's standby claims (reconcilers/standby).
-const standbyLabel = standby.TemplateLabel
-
 // machineGone stops the runner of a machine being deleted, as deleting a
 // VM kills the runner inside: a job it was running fails. A runner the
 // pool deregistered first is gone already, and nothing happens.
@@ -186,7 +183,7 @@ func (a *Agents) machineGone(key string) {
 // run is one VM's agent: register, run one job, power off.
 func (a *Agents) run(ctx context.Context, c *hypervisorv1alpha1.MachineClaim) {
 	cfg, mc, err := a.config(ctx, c)
-	if _, standby := c.Labels[standbyLabel]; standby && err != nil {
+	if _, spare := c.Labels[standby.TemplateLabel]; spare && err != nil {
 		return // a standby machine of a template that runs no runner
 	}
 	if err != nil {
