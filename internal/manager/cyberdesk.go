@@ -4,11 +4,14 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/clock"
 	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -19,6 +22,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/supabase"
 	"github.com/hyperfleet/hyperfleet/reconcilers/credentials"
 	"github.com/hyperfleet/hyperfleet/reconcilers/cyberdesk"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // CyberdeskOptions configure the Cyberdesk reconciler.
@@ -36,6 +40,8 @@ type CyberdeskOptions struct {
 	// Clock drives the desks' timeoutMs; nil is the real clock. Tests set
 	// a fake and step it past an expiry instead of waiting it out.
 	Clock clock.Clock
+	// Standby: hot desk machines kept per namespace.
+	Standby cyberdesk.Standby
 }
 
 func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
@@ -44,6 +50,52 @@ func (o *CyberdeskOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ManagedBy, "cyberdesk-managed-by", "hyperfleet", "Value of ${managed_by} in the Cyberdesk template.")
 	fs.StringVar(&o.SupabaseSecret, "cyberdesk-supabase-secret", "", "Secret in the operator's namespace with keys url and key (or SUPABASE_URL and SUPABASE_KEY); when set, every desk's status is upserted into Supabase's cyberdesk_instances table.")
 	fs.DurationVar(&o.SupabaseTimeout, "cyberdesk-supabase-timeout", 30*time.Second, "HTTP timeout of one Supabase request.")
+	fs.Func("cyberdesk-standby", "Comma-separated namespace=count: hot desk machines kept booted in each namespace, for desks with no userData of their own to take at once (docs/standby.md). Default: none.", func(v string) error {
+		hot, err := parseDeskStandby(v)
+		o.Standby.Hot = hot
+		return err
+	})
+	fs.DurationVar(&o.Standby.MaxAge, "cyberdesk-standby-max-age", standby.DefaultMaxAge, "Age at which a hot desk machine no desk took is replaced, so template edits reach them.")
+}
+
+// parseDeskStandby reads --cyberdesk-standby: namespace=count pairs.
+func parseDeskStandby(v string) (map[string]int32, error) {
+	hot := map[string]int32{}
+	for _, pair := range splitList(v) {
+		ns, count, ok := strings.Cut(pair, "=")
+		if !ok {
+			return nil, fmt.Errorf("%q is not namespace=count", pair)
+		}
+		if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+			return nil, fmt.Errorf("%q is not a namespace name: %s", ns, strings.Join(errs, "; "))
+		}
+		n, err := strconv.ParseInt(count, 10, 32)
+		if err != nil || n < 0 || n > standby.MaxHot {
+			return nil, fmt.Errorf("namespace %s: count %q must be a whole number from 0 to %d", ns, count, standby.MaxHot)
+		}
+		if _, dup := hot[ns]; dup {
+			return nil, fmt.Errorf("namespace %s is listed twice", ns)
+		}
+		hot[ns] = int32(n)
+	}
+	return hot, nil
+}
+
+// complete checks the desk standby against the watched namespaces: the
+// operator can keep machines only where it watches.
+func (o *CyberdeskOptions) complete(watched []string) error {
+	if o.Standby.MaxAge != 0 && o.Standby.MaxAge < 10*time.Minute {
+		return fmt.Errorf("--cyberdesk-standby-max-age %s: at least 10m, or hot desk machines are replaced before they are used", o.Standby.MaxAge)
+	}
+	if len(watched) == 0 {
+		return nil
+	}
+	for ns := range o.Standby.Hot {
+		if !slices.Contains(watched, ns) {
+			return fmt.Errorf("--cyberdesk-standby names namespace %s, which is not in --namespaces: the operator can keep hot desk machines only in namespaces it watches", ns)
+		}
+	}
+	return nil
 }
 
 // SetupCyberdesk registers the Cyberdesk reconciler on mgr with what its
@@ -79,6 +131,7 @@ func deskSource(mgr ctrl.Manager, o Options) (*cyberdesk.Source, *kubevirt.Provi
 		Reader: mgr.GetClient(), Provider: provider,
 		TemplateConfigMap: types.NamespacedName{Namespace: o.OperatorNamespace, Name: c.TemplateConfigMap},
 		TemplateKey:       c.TemplateKey,
+		Standby:           c.Standby,
 	}, provider, nil
 }
 
@@ -99,6 +152,7 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader, adop
 		Recorder:            mgr.GetEventRecorder("cyberdesk"),
 		FinalizationTimeout: o.FinalizationTimeout, Clock: c.Clock,
 		MaxConcurrentReconciles: o.Workers.For(WorkersCyberdesk),
+		Standby:                 c.Standby,
 	}
 	if c.SupabaseSecret != "" {
 		exporter := &supabase.Exporter{
@@ -111,7 +165,11 @@ func setupCyberdesk(mgr ctrl.Manager, o Options, creds *credentials.Reader, adop
 		}
 		r.Exporter = exporter
 	}
-	return r.SetupWithManager(mgr)
+	if err := r.SetupWithManager(mgr); err != nil {
+		return err
+	}
+	keeper := &cyberdesk.StandbyKeeper{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("cyberdesk-standby"), Standby: c.Standby}
+	return keeper.SetupWithManager(mgr)
 }
 
 // kubeVirtServed reports whether the API server serves KubeVirt's

@@ -157,6 +157,9 @@ func (o *Options) Complete() error {
 	if err := o.Attestation.complete(); err != nil {
 		return err
 	}
+	if err := o.Cyberdesk.complete(o.Namespaces); err != nil {
+		return err
+	}
 	if o.InstallationID != "" {
 		if err := providers.ValidateInstallation(o.InstallationID); err != nil {
 			return fmt.Errorf("--installation-id: %w", err)

@@ -214,3 +214,36 @@ func TestReconcileTimeoutFlag(t *testing.T) {
 		t.Errorf("--workers hypervisorcluster=3,hypervisormachinetemplate=5 gives %v", o.Workers)
 	}
 }
+
+// --cyberdesk-standby: namespace=count pairs, each refused with the pair
+// named; a namespace the operator does not watch is refused at start.
+func TestCyberdeskStandbyFlag(t *testing.T) {
+	o := parsed(t, "--cyberdesk-standby", "team-a=2, team-b=0")
+	if o.Cyberdesk.Standby.Hot["team-a"] != 2 || len(o.Cyberdesk.Standby.Hot) != 2 || o.Cyberdesk.Standby.MaxAge != 24*time.Hour {
+		t.Errorf("parsed %+v", o.Cyberdesk.Standby)
+	}
+	for arg, want := range map[string]string{
+		"team-a":            "not namespace=count",
+		"Team_A=1":          "not a namespace name",
+		"team-a=101":        "from 0 to 100",
+		"team-a=-1":         "from 0 to 100",
+		"team-a=1,team-a=2": "listed twice",
+	} {
+		var bad Options
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		bad.BindFlags(fs)
+		if err := fs.Parse([]string{"--cyberdesk-standby", arg}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("--cyberdesk-standby %s gives %v, want %q", arg, err, want)
+		}
+	}
+	t.Setenv("POD_NAME", "x")
+	o = parsed(t, "--cyberdesk-standby", "team-a=1", "--namespaces", "team-b", "--operator-namespace", "hyperfleet-system")
+	if err := o.Complete(); err == nil || !strings.Contains(err.Error(), "team-a, which is not in --namespaces") {
+		t.Errorf("a standby namespace outside --namespaces gives %v", err)
+	}
+	o = parsed(t, "--cyberdesk-standby-max-age", "1m")
+	if err := o.Complete(); err == nil || !strings.Contains(err.Error(), "at least 10m") {
+		t.Errorf("a 1m age limit gives %v", err)
+	}
+}

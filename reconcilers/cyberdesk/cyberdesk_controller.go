@@ -65,6 +65,9 @@ type Reconciler struct {
 	// claim's own deadline, and the orphan sweeper, then see to the VM.
 	FinalizationTimeout     time.Duration
 	MaxConcurrentReconciles int
+	// Standby is the hot desk machines kept per namespace: a new desk
+	// with no user data takes one when one is free.
+	Standby Standby
 
 	// counted remembers what of each desk was counted (its VM made, timed
 	// out, removed). The status transitions say when to count; this keeps
@@ -190,7 +193,18 @@ func (r *Reconciler) driver() *skeleton.Driver[*cyberdeskv1alpha1.Cyberdesk, *sc
 	}
 }
 
-func vmName(d *cyberdeskv1alpha1.Cyberdesk) string { return VMPrefix + d.Name }
+// vmName is the desk's VM as its status records it: the hot machine it
+// took, or its own, "cyberdesk-<name>".
+func vmName(d *cyberdeskv1alpha1.Cyberdesk) string {
+	if ref := d.Status.VirtualMachineRef; ref != nil && ref.Name != "" {
+		return ref.Name
+	}
+	return fixedVMName(d)
+}
+
+// fixedVMName is the VM name a desk makes its own VM by, as the Kopf
+// operator named it.
+func fixedVMName(d *cyberdeskv1alpha1.Cyberdesk) string { return VMPrefix + d.Name }
 
 // counts says which of a desk's one-time events were counted.
 type counts struct{ created, timedOut, deleted bool }

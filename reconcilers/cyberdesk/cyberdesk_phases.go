@@ -24,6 +24,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // The MachineClaim termination reasons a desk translates (its claim's
@@ -94,10 +95,16 @@ func (r *Reconciler) createClaim(ctx context.Context, s *scope) (skeleton.Result
 			Finalizers: []string{hypervisorv1alpha1.MachineClaimFinalizer}},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef: hypervisorv1alpha1.TemplateReference{APIGroup: cyberdeskv1alpha1.GroupVersion.Group, Kind: OwnerKind, Name: d.Name},
-			MachineName: vmName(d),
+			MachineName: fixedVMName(d),
 			Timeout:     &metav1.Duration{Duration: claimTimeout(d, nil)},
 			UserData:    d.Spec.UserData,
 		},
+	}
+	if r.mayTakeStandby(ctx, d) {
+		// No name of its own: the claim takes a hot machine, by that
+		// machine's name (standby.Fits), or, if another desk took it
+		// first, makes one of the claim's name.
+		c.Spec.MachineName = ""
 	}
 	if err := controllerutil.SetControllerReference(d, c, r.Client.Scheme()); err != nil {
 		return skeleton.Stop(), err
@@ -109,6 +116,27 @@ func (r *Reconciler) createClaim(ctx context.Context, s *scope) (skeleton.Result
 	}
 	s.claim = c
 	return skeleton.Continue(), nil
+}
+
+// mayTakeStandby reports whether a new desk's claim is made to take a hot
+// desk machine: the desk has no user data of its own (a hot machine booted
+// with none) and its namespace has a hot machine free now, as the cache
+// shows it.
+func (r *Reconciler) mayTakeStandby(ctx context.Context, d *cyberdeskv1alpha1.Cyberdesk) bool {
+	if d.Spec.UserData != "" || r.Standby.hot(d.Namespace) == 0 {
+		return false
+	}
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabels{standby.TemplateLabel: StandbyTemplate}); err != nil {
+		return false
+	}
+	t := r.Standby.template(d.Namespace, types.NamespacedName{}, "")
+	for i := range list.Items {
+		if standby.Free(&list.Items[i], t) {
+			return true
+		}
+	}
+	return false
 }
 
 // claimTimeout is the timeout the desk's claim needs to end at the desk's
@@ -150,7 +178,7 @@ func (r *Reconciler) adoptVM(ctx context.Context, s *scope) (skeleton.Result, er
 		return skeleton.Continue(), nil
 	}
 	d := s.desk
-	ref := providers.MachineRef{Name: vmName(d), Namespace: d.Namespace}
+	ref := providers.MachineRef{Name: fixedVMName(d), Namespace: d.Namespace}
 	from := providers.Owner{UID: string(d.UID), Namespace: d.Namespace, Name: d.Name}
 	to := providers.Owner{UID: string(c.UID), Namespace: c.Namespace, Name: c.Name}
 	err := r.Adopter.ChangeOwner(ctx, ref, from, to)
@@ -171,7 +199,7 @@ func (r *Reconciler) ownsVM(ctx context.Context, d *cyberdeskv1alpha1.Cyberdesk)
 		return false
 	}
 	vm := &kubevirtv1.VirtualMachine{}
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: vmName(d)}, vm); err != nil {
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: fixedVMName(d)}, vm); err != nil {
 		// Unreadable: a claim made now meets the name check, and waits.
 		return !apierrors.IsNotFound(err)
 	}
@@ -234,11 +262,11 @@ func (r *Reconciler) machine(ctx context.Context, d *cyberdeskv1alpha1.Cyberdesk
 		return m, nil
 	}
 	vm := &kubevirtv1.VirtualMachine{}
-	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: vmName(d)}, vm)
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: d.Namespace, Name: st.MachineName}, vm)
 	switch {
 	case apierrors.IsNotFound(err):
 	case err != nil:
-		return nil, fmt.Errorf("reading VirtualMachine %s: %w", vmName(d), err)
+		return nil, fmt.Errorf("reading VirtualMachine %s: %w", st.MachineName, err)
 	case vm.Labels[kubevirt.LabelOwnerUID] == string(c.UID):
 		m.UID = string(vm.UID)
 	}

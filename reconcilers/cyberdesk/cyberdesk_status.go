@@ -9,6 +9,7 @@ import (
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/providers"
 	"github.com/hyperfleet/hyperfleet/providers/supabase"
@@ -54,10 +55,11 @@ func computeStatus(s *scope, err error) conditions.Summary {
 		// was learned.
 		return conditions.Summary{}
 	}
-	if st.VirtualMachineRef == nil {
-		// The name is fixed by the desk's name, so recording it first
-		// costs nothing and tells kubectl users where to look.
-		st.VirtualMachineRef = &cyberdeskv1alpha1.VirtualMachineReference{Name: vmName(d), Namespace: d.Namespace}
+	if name := deskVMName(d, s.claim); name != "" && (st.VirtualMachineRef == nil || st.VirtualMachineRef.Name != name) {
+		// A desk's own VM's name is fixed by the desk's name, so
+		// recording it first costs nothing and tells kubectl users where
+		// to look; a hot machine's is known once its claim took it.
+		st.VirtualMachineRef = &cyberdeskv1alpha1.VirtualMachineReference{Name: name, Namespace: d.Namespace}
 	}
 	if m := s.machine; m != nil {
 		if m.UID != "" {
@@ -114,6 +116,19 @@ func computeStatus(s *scope, err error) conditions.Summary {
 	return conditions.Summary{}
 }
 
+// deskVMName is the name of the desk's VM as far as it is known: the one
+// its claim holds, else the one the claim asks for; "" while a claim that
+// takes a hot machine has not taken one yet.
+func deskVMName(d *cyberdeskv1alpha1.Cyberdesk, c *hypervisorv1alpha1.MachineClaim) string {
+	switch {
+	case c == nil:
+		return vmName(d)
+	case c.Status.MachineName != "":
+		return c.Status.MachineName
+	}
+	return c.Spec.MachineName
+}
+
 // endSummary records the desk's end: Terminated, or Failed when its VM failed.
 func endSummary(d *cyberdeskv1alpha1.Cyberdesk, e *ending) conditions.Summary {
 	d.Status.Phase = cyberdeskv1alpha1.CyberdeskTerminated
@@ -153,7 +168,11 @@ func (r *Reconciler) recordEvents(s *scope, before, after *cyberdeskv1alpha1.Cyb
 	if vmUID(before) == "" && vmUID(after) != "" && r.once(after, func(c *counts) *bool { return &c.created }) {
 		vmCreated.Inc()
 		operationDuration.WithLabelValues("create").Observe(s.now.Sub(after.CreationTimestamp.Time).Seconds())
-		r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "VMCreated", "Create", "Created VirtualMachine %s from the Cyberdesk template", vmName(after))
+		if name := vmName(after); name != fixedVMName(after) {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "VMCreated", "Create", "Took hot VirtualMachine %s, made ahead from the Cyberdesk template", name)
+		} else {
+			r.Recorder.Eventf(after, nil, corev1.EventTypeNormal, "VMCreated", "Create", "Created VirtualMachine %s from the Cyberdesk template", name)
+		}
 	}
 	reason := func(d *cyberdeskv1alpha1.Cyberdesk) string {
 		if d.Status.Phase != cyberdeskv1alpha1.CyberdeskStopping && !ended(d) {

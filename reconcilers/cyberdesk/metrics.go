@@ -5,10 +5,13 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	cyberdeskv1alpha1 "github.com/hyperfleet/hyperfleet/apis/cyberdesk/v1alpha1"
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // The Cyberdesk operator's five series, with the names and meaning its
@@ -86,4 +89,70 @@ func hasVM(d *cyberdeskv1alpha1.Cyberdesk) bool {
 		return true
 	}
 	return false
+}
+
+var standbyDesc = prometheus.NewDesc("cyberdesk_standby_vm_count",
+	"Hot desk machines (--cyberdesk-standby) by namespace and state (hot: Ready and free; starting: being made; binding: taken by a desk and being handed over), counted from the cache at scrape time.",
+	[]string{"namespace", "state"}, nil)
+
+// standbyCollector counts the desk standby claims at every scrape.
+type standbyCollector struct {
+	mu      sync.Mutex
+	reader  client.Reader
+	standby Standby
+}
+
+var (
+	standbyCounts       = &standbyCollector{}
+	registerStandbyOnce sync.Once
+)
+
+func registerStandbyMetrics(reader client.Reader, s Standby) {
+	standbyCounts.mu.Lock()
+	standbyCounts.reader, standbyCounts.standby = reader, s
+	standbyCounts.mu.Unlock()
+	standby.RegisterMetrics()
+	registerStandbyOnce.Do(func() { metrics.Registry.MustRegister(standbyCounts) })
+}
+
+func (c *standbyCollector) Describe(ch chan<- *prometheus.Desc) { ch <- standbyDesc }
+
+func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
+	c.mu.Lock()
+	reader, cfg := c.reader, c.standby
+	c.mu.Unlock()
+	if reader == nil {
+		return
+	}
+	var list hypervisorv1alpha1.MachineClaimList
+	if err := reader.List(context.Background(), &list, client.MatchingLabels{standby.TemplateLabel: StandbyTemplate}); err != nil {
+		return
+	}
+	byNamespace := map[string]*[3]int{}
+	for ns := range cfg.Hot {
+		byNamespace[ns] = &[3]int{}
+	}
+	for i := range list.Items {
+		sb := &list.Items[i]
+		n := byNamespace[sb.Namespace]
+		if n == nil {
+			n = &[3]int{}
+			byNamespace[sb.Namespace] = n
+		}
+		_, bound := standby.BoundTo(sb)
+		switch {
+		case !sb.DeletionTimestamp.IsZero():
+		case bound:
+			n[2]++
+		case standby.Free(sb, cfg.template(sb.Namespace, types.NamespacedName{}, "")):
+			n[0]++
+		default:
+			n[1]++
+		}
+	}
+	for ns, n := range byNamespace {
+		for i, state := range []string{"hot", "starting", "binding"} {
+			ch <- prometheus.MustNewConstMetric(standbyDesc, prometheus.GaugeValue, float64(n[i]), ns, state)
+		}
+	}
 }

@@ -32,6 +32,8 @@ type Source struct {
 	// TemplateConfigMap and TemplateKey locate the VirtualMachine template.
 	TemplateConfigMap types.NamespacedName
 	TemplateKey       string
+	// Standby is the hot desk machines kept per namespace.
+	Standby Standby
 }
 
 // Hypervisor is the operator's KubeVirt.
@@ -46,7 +48,14 @@ const ReasonNotTheDesksClaim = "NotTheCyberdesksClaim"
 // Template is the desk template for the claim of the Cyberdesk it names,
 // if that desk controls the claim. The template is held in memory only; it
 // lives in the operator's namespace so its ConfigMap is read there.
+//
+// A desk standby claim (StandbyKeeper's) names no desk: it is made from the
+// template as it is; a namespace the operator keeps none in has its
+// standby claims deleted by the keeper.
 func (s *Source) Template(ctx context.Context, claim *hypervisorv1alpha1.MachineClaim) (*hypervisorv1alpha1.HypervisorMachineTemplate, error) {
+	if isDeskStandby(claim) {
+		return s.Standby.template(claim.Namespace, s.TemplateConfigMap, s.TemplateKey), nil
+	}
 	desk := &cyberdeskv1alpha1.Cyberdesk{}
 	err := s.Reader.Get(ctx, types.NamespacedName{Namespace: claim.Namespace, Name: claim.Spec.TemplateRef.Name}, desk)
 	switch {
@@ -60,12 +69,7 @@ func (s *Source) Template(ctx context.Context, claim *hypervisorv1alpha1.Machine
 		return nil, providers.Permanent(ReasonNotTheDesksClaim, fmt.Sprintf(
 			"Cyberdesk %s (spec.templateRef) does not control this claim: only a desk's own claim is made from the desk template; create a Cyberdesk instead", desk.Name), nil)
 	}
-	return &hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Namespace: s.TemplateConfigMap.Namespace, Name: "cyberdesk"},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			KubeVirt: &hypervisorv1alpha1.KubeVirtTemplateSpec{
-				TemplateConfigMapRef: &hypervisorv1alpha1.ConfigMapKeyReference{Name: s.TemplateConfigMap.Name, Key: s.TemplateKey},
-			},
-		},
-	}, nil
+	// Carries the namespace's standby: a desk's claim that fits takes a
+	// hot machine (standby.Fits).
+	return s.Standby.template(claim.Namespace, s.TemplateConfigMap, s.TemplateKey), nil
 }

@@ -3,7 +3,6 @@ package hypervisormachinetemplate
 import (
 	"context"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"time"
 
@@ -44,38 +43,18 @@ func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result
 		return skeleton.Continue(), fmt.Errorf("listing standby claims: %w", err)
 	}
 	counts := hypervisorv1alpha1.StandbyStatus{Want: plan.Want, Schedule: plan.Schedule, HeadroomPeak: plan.Peak, HeadroomSince: plan.Since}
-	var hot, starting, retire []*hypervisorv1alpha1.MachineClaim
-	for i := range list.Items {
-		sb := &list.Items[i]
-		if !sb.DeletionTimestamp.IsZero() {
-			continue
-		}
-		if _, bound := standby.BoundTo(sb); bound {
-			counts.Binding++
-			continue
-		}
-		switch {
-		case sb.Status.Phase == hypervisorv1alpha1.MachineTerminated || sb.Status.Phase == hypervisorv1alpha1.MachineFailed ||
-			sb.Status.Phase == hypervisorv1alpha1.MachineStopping || !standby.Current(sb, t):
-			retire = append(retire, sb)
-		case standby.Free(sb, t):
-			hot = append(hot, sb)
-		default:
-			starting = append(starting, sb)
+	// Only the template's own: a claim carrying the label by hand is not
+	// one of its machines.
+	own := list.Items[:0]
+	for _, sb := range list.Items {
+		if metav1.IsControlledBy(&sb, t) {
+			own = append(own, sb)
 		}
 	}
-	standby.Oldest(hot)
-	standby.Oldest(starting)
-	// Extra ones go youngest first, those still starting before hot ones.
-	for len(hot)+len(starting) > want {
-		if n := len(starting); n > 0 {
-			retire, starting = append(retire, starting[n-1]), starting[:n-1]
-			continue
-		}
-		n := len(hot)
-		retire, hot = append(retire, hot[n-1]), hot[:n-1]
-	}
-	for _, sb := range retire {
+	tally := standby.Sort(own, want, func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Free(sb, t) },
+		func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Current(sb, t) })
+	counts.Binding = tally.Binding
+	for _, sb := range tally.Retire {
 		err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return skeleton.Continue(), fmt.Errorf("deleting standby claim %s: %w", sb.Name, err)
@@ -84,15 +63,16 @@ func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result
 			standby.CountIdle(sb, time.Now(), standby.OutcomeRetired)
 		}
 	}
-	for range want - len(hot) - len(starting) {
+	starting := len(tally.Starting)
+	for range tally.Make {
 		sb := r.standbyClaim(t)
 		if err := r.Client.Create(ctx, sb); err != nil {
 			return skeleton.Continue(), fmt.Errorf("making a standby claim: %w", err)
 		}
 		r.Recorder.Eventf(t, sb, corev1.EventTypeNormal, "StandbyCreated", "Standby", "Making standby machine %s", sb.Name)
-		starting = append(starting, sb)
+		starting++
 	}
-	counts.Hot, counts.Starting = int32(len(hot)), int32(len(starting)) //nolint:gosec // at most standby.MaxHot
+	counts.Hot, counts.Starting = int32(len(tally.Hot)), int32(starting) //nolint:gosec // at most standby.MaxHot
 	s.standby = &counts
 	if want == 0 && counts.Binding == 0 && len(list.Items) == 0 && counts.HeadroomPeak == 0 && counts.Schedule == "" {
 		s.standby = nil
@@ -129,15 +109,10 @@ func (r *Reconciler) inUse(ctx context.Context, t *hypervisorv1alpha1.Hypervisor
 	return n, nil
 }
 
-// standbyClaim is a new standby claim of t. Its maxLifetime is the
-// template's maxAge less up to a tenth, spread by its name, so standby
-// machines made together are not all refreshed at once.
+// standbyClaim is a new standby claim of t, its maxLifetime spread below
+// the template's maxAge (standby.Lifetime).
 func (r *Reconciler) standbyClaim(t *hypervisorv1alpha1.HypervisorMachineTemplate) *hypervisorv1alpha1.MachineClaim {
 	name := t.Name + "-standby-" + utilrand.String(5)
-	h := fnv.New32a()
-	_, _ = h.Write([]byte(name))
-	age := standby.MaxAge(t)
-	life := age - time.Duration(h.Sum32()%1000)*age/10000
 	return &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   t.Namespace,
@@ -152,7 +127,7 @@ func (r *Reconciler) standbyClaim(t *hypervisorv1alpha1.HypervisorMachineTemplat
 		},
 		Spec: hypervisorv1alpha1.MachineClaimSpec{
 			TemplateRef: hypervisorv1alpha1.TemplateReference{Name: t.Name},
-			MaxLifetime: &metav1.Duration{Duration: life.Truncate(time.Second)},
+			MaxLifetime: &metav1.Duration{Duration: standby.Lifetime(name, standby.MaxAge(t))},
 		},
 	}
 }
