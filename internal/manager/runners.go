@@ -55,10 +55,17 @@ type RunnerOptions struct {
 	Clock clock.Clock
 }
 
+// The webhook Secret and key when --webhook-secret and
+// --webhook-secret-key are not given.
+const (
+	DefaultWebhookSecret    = "github-webhook"
+	DefaultWebhookSecretKey = "webhookSecret"
+)
+
 func (o *RunnerOptions) bindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.WebhookAddr, "webhook-bind-address", ":9443", "Address of the GitHub webhook receiver (POST /github/webhook); 0 turns it off.")
-	fs.StringVar(&o.WebhookSecret, "webhook-secret", "github-webhook", "Secret in the operator's namespace, labelled hyperfleet.io/credentials, holding the webhook secret.")
-	fs.StringVar(&o.WebhookSecretKey, "webhook-secret-key", "webhookSecret", "Key of the webhook secret in that Secret; <key>.<owner> and <key>.<owner>.<repository> (lower case) are the secrets of one organization or repository, and only they verify its deliveries.")
+	fs.StringVar(&o.WebhookSecret, "webhook-secret", DefaultWebhookSecret, "Secret in the operator's namespace, labelled hyperfleet.io/credentials, holding the webhook secret.")
+	fs.StringVar(&o.WebhookSecretKey, "webhook-secret-key", DefaultWebhookSecretKey, "Key of the webhook secret in that Secret; <key>.<owner> and <key>.<owner>.<repository> (lower case) are the secrets of one organization or repository, and only they verify its deliveries.")
 	fs.DurationVar(&o.GitHubTimeout, "github-timeout", github.DefaultTimeout, "Timeout of one GitHub API request.")
 	fs.DurationVar(&o.SyncInterval, "runnerpool-sync-interval", 15*time.Second, "How often a steady RunnerPool re-reads its runners from GitHub.")
 	fs.StringVar(&o.Runner.Version, "runner-version", "", "actions/runner version the bootstrap agents install. Default: the agent's own.")
@@ -98,11 +105,10 @@ func setupRunners(mgr ctrl.Manager, o Options, secrets *credentials.Reader) erro
 	if err := r.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	key := types.NamespacedName{Namespace: o.OperatorNamespace, Name: ro.WebhookSecret}
-	dataKey := ro.WebhookSecretKey
-	if dataKey == "" {
-		dataKey = "webhookSecret"
-	}
+	// Options made without the flags (the sandbox, tests) get the flags'
+	// defaults: an empty name would fail every delivery.
+	key := types.NamespacedName{Namespace: o.OperatorNamespace, Name: cmp.Or(ro.WebhookSecret, DefaultWebhookSecret)}
+	dataKey := cmp.Or(ro.WebhookSecretKey, DefaultWebhookSecretKey)
 	return mgr.Add(&webhook.Receiver{
 		Addr:   ro.WebhookAddr,
 		Handle: r.HandleJob,

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -16,6 +17,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/manager"
 	"github.com/hyperfleet/hyperfleet/internal/sim/githubsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/kubevirtsim"
 	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
@@ -40,14 +42,8 @@ func startGitHub(ctx context.Context, c client.Client, o Options) (*githubsim.Se
 	if err := sim.StartOn(o.GitHubAddr); err != nil {
 		return nil, fmt.Errorf("starting the GitHub simulator on %s: %w", o.GitHubAddr, err)
 	}
-	name := o.Manager.Runners.WebhookSecret
-	if name == "" {
-		name = "github-webhook"
-	}
-	key := o.Manager.Runners.WebhookSecretKey
-	if key == "" {
-		key = "webhookSecret"
-	}
+	name := cmp.Or(o.Manager.Runners.WebhookSecret, manager.DefaultWebhookSecret)
+	key := cmp.Or(o.Manager.Runners.WebhookSecretKey, manager.DefaultWebhookSecretKey)
 	err := createAll(ctx, c, o.Manager.OperatorNamespace, []client.Object{&corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{meta.CredentialsLabel: "true"}},
 		StringData: map[string]string{key: webhookSecret},

@@ -66,6 +66,9 @@ func (r running) print(out io.Writer) {
 	}
 	if r.kubevirt {
 		try("kubectl edit cm -n "+o.Manager.OperatorNamespace+" cyberdesk-vm-template", "changes the next desktops")
+		if hot := o.Manager.Cyberdesk.Standby.Hot[o.SamplesNamespace]; hot > 0 {
+			try("kubectl get mc -l hyperfleet.io/standby=Cyberdesk"+ns, fmt.Sprintf("%d hot desk machine(s): a Cyberdesk without userData takes one", hot))
+		}
 	}
 	if o.Manager.MetricsAddr != "0" {
 		say("  curl -s http://%s/metrics | grep hyperfleet_", o.Manager.MetricsAddr)

@@ -153,6 +153,12 @@ func Run(ctx context.Context, o Options) error {
 		defer kv.Stop()
 		up.kubevirt = true
 		say("==> KubeVirt simulator running (VirtualMachines boot in about 30 s); Cyberdesk template in ConfigMap %s/cyberdesk-vm-template", o.Manager.OperatorNamespace)
+		if o.SamplesNamespace != "" && o.Manager.Cyberdesk.Standby.Hot == nil {
+			// One hot desk machine, as --cyberdesk-standby keeps them: a
+			// desk with no user data of its own runs at once.
+			o.Manager.Cyberdesk.Standby.Hot = map[string]int32{o.SamplesNamespace: 1}
+			up.opts.Manager.Cyberdesk.Standby = o.Manager.Cyberdesk.Standby
+		}
 	}
 	switch {
 	case o.GitHubAddr != "" && kv == nil:

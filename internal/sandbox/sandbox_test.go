@@ -20,6 +20,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -112,6 +113,7 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		"KubeVirt    simulator",
 		"2 demo MachineClaims in namespace " + ns,
 		"kubectl get hvc,hmt,mc,rp,cd,perf,hge -A",
+		"kubectl get mc -l hyperfleet.io/standby=Cyberdesk -n " + ns,
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("the start message lacks %q:\n%s", want, out.String())
@@ -167,6 +169,29 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 	// kubectl get nodes, endpointslices.
 	checkCluster(t, c, ns)
 
+	// The sandbox keeps one hot desk machine in the samples' namespace: a
+	// desk with no user data of its own takes it.
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		var list hypervisorv1alpha1.MachineClaimList
+		err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"hyperfleet.io/standby": "Cyberdesk"})
+		for _, sb := range list.Items {
+			if sb.Status.Phase == hypervisorv1alpha1.MachineReady {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no hot desk machine Ready: %v, %d standby claims", err, len(list.Items))
+	})
+	quick := &cyberdeskv1alpha1.Cyberdesk{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "quick-desk"}, Spec: cyberdeskv1alpha1.CyberdeskSpec{TimeoutMs: 600000}}
+	if err := c.Create(ctx, quick); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, 30*time.Second, func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(quick), quick)
+		ref := quick.Status.VirtualMachineRef
+		return err == nil && quick.Status.Phase == cyberdeskv1alpha1.CyberdeskRunning && ref != nil && strings.HasPrefix(ref.Name, "cyberdesk-standby-"),
+			fmt.Sprintf("the desk without user data: %v, phase %q, VM %+v", err, quick.Status.Phase, ref)
+	})
+
 	// The TPM sample's machine proved its identity with its vTPM (swtpm,
 	// provisioned with a DevID for the claim's UID) through a real
 	// spire-agent's tpm_devid attestor, and checked in.
@@ -215,6 +240,10 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 		t.Errorf("the first job's runner %s runs on %s, not the runner template's hot machine", started.RunnerName, runnerClaim.Status.MachineName)
 	}
 	t.Logf("the first job started %s after it was queued, on hot machine %s", started.StartedAt.Sub(started.CreatedAt).Round(100*time.Millisecond), runnerClaim.Status.MachineName)
+	// It was the delivery that told the pool, not the poll a minute later.
+	if codes := deliveryCodes(t, ghAddr, first.ID); !slices.Contains(codes, http.StatusAccepted) {
+		t.Errorf("the first job's deliveries were answered %v, none accepted (202)", codes)
+	}
 	// Jobs as `hyperfleet-dev enqueue-jobs --count 3` queues them: more than
 	// the hot machine, so the pool scales up and new machines attest too.
 	const jobs = 3
@@ -411,4 +440,26 @@ func credentialsReleased(t *testing.T, ctx context.Context, c client.Client, ns 
 		}
 		return false, fmt.Sprintf("no CredentialsReleased event for the runner claim %s, which ran job %d", j.RunnerName, j.ID)
 	})
+}
+
+// deliveryCodes are the receiver's answers to githubsim's deliveries of a
+// job.
+func deliveryCodes(t *testing.T, addr string, job int64) []int {
+	t.Helper()
+	res, err := http.Get("http://" + addr + "/_sim/deliveries")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = res.Body.Close() }()
+	var all []githubsim.Delivery
+	if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
+		t.Fatal(err)
+	}
+	var codes []int
+	for _, d := range all {
+		if d.JobID == job {
+			codes = append(codes, d.StatusCode)
+		}
+	}
+	return codes
 }

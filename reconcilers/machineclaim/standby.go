@@ -69,7 +69,12 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 	}
 	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "TookStandby", "Provision",
 		"Took standby machine %s of template %s (from %s) instead of making one", c.Status.MachineName, s.template.Name, sb.Name)
-	return r.handOver(ctx, s)
+	// The record is what the machine waits for (the credential endpoint
+	// answers it from this status); the hand-over on the hypervisor is
+	// the next reconcile's, queued behind the other claims of a burst, so
+	// every claim of the burst is recorded before any worker spends a
+	// hypervisor round trip on a hand-over.
+	return skeleton.StopAndRequeue(time.Millisecond), nil
 }
 
 // bind finds the standby claim bound to this claim already (a reconcile

@@ -119,7 +119,8 @@ func (a *Agents) scan(ctx context.Context) {
 		c := &claims.Items[i]
 		_, runner := c.Labels[runnerpool.PoolLabel]
 		_, spare := c.Labels[standby.TemplateLabel]
-		if !runner && !spare || c.Status.MachineName == "" || c.DeletionTimestamp != nil {
+		if !runner && !spare || !c.Spec.TemplateRef.IsMachineTemplate() || c.Status.MachineName == "" || c.DeletionTimestamp != nil {
+			// A desk's hot machine (kind Cyberdesk) runs no runner agent.
 			continue
 		}
 		key := c.Namespace + "/" + c.Status.MachineName
