@@ -45,7 +45,7 @@ func TestRunnerGetsItsJITConfigOnlyAfterAttesting(t *testing.T) {
 	t.Cleanup(gh.Close)
 	vms := startRunnerVMs(t, r, gh)
 	agents := vms.agents
-	runnerTemplateAndPool(t, r, gh, 0, 1)
+	runnerTemplateAndPool(t, r, gh, 0, 1, false)
 	id, err := gh.QueueJob(repo, []string{"self-hosted", "attested"})
 	if err != nil {
 		t.Fatal(err)
@@ -165,7 +165,7 @@ func startRunnerVMs(t *testing.T, r *rig, gh *githubsim.Server) *runnerVMs {
 
 // runnerTemplateAndPool makes the lab's template attest and run GitHub
 // runners, keeping hot standby machines, and a pool of it.
-func runnerTemplateAndPool(t *testing.T, r *rig, gh *githubsim.Server, hot, maxReplicas int32) {
+func runnerTemplateAndPool(t *testing.T, r *rig, gh *githubsim.Server, hot, maxReplicas int32, scaleSet bool) {
 	t.Helper()
 	r.attest(nil)
 	// The template's machines run GitHub runners.
@@ -204,6 +204,11 @@ func runnerTemplateAndPool(t *testing.T, r *rig, gh *githubsim.Server, hot, maxR
 			MinReplicas: minReplicas, MaxReplicas: maxReplicas,
 		},
 	}
+	if scaleSet {
+		// Jobs select the scale set by its name (runs-on: attested).
+		pool.Spec.Labels = nil
+		pool.Spec.GitHub.ScaleSet = &hypervisorv1alpha1.ScaleSetSpec{Name: "attested"}
+	}
 	r.lab.Create(pool)
 	t.Cleanup(func() { _ = r.lab.C.Delete(context.Background(), pool) })
 }
@@ -214,7 +219,23 @@ func runnerTemplateAndPool(t *testing.T, r *rig, gh *githubsim.Server, hot, maxR
 // its own, no runner registered with GitHub. A queued job makes the pool
 // create a runner, whose claim takes the hot machine; only then does the
 // machine get the runner's JIT config, and the job runs on it.
+// Both ways a pool learns of a job: GitHub's job list (as a webhook
+// delivery does, through the same runner creation), and the scale set's
+// session, which assigns the job to the pool.
 func TestHotRunnerMachineGetsItsJITConfigOnlyOnAssignment(t *testing.T) {
+	for _, mode := range []struct {
+		name     string
+		scaleSet bool
+		labels   []string
+	}{
+		{name: "jobs listed", labels: []string{"self-hosted", "attested"}},
+		{name: "scale set", scaleSet: true, labels: []string{"attested"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) { hotRunnerMachine(t, mode.scaleSet, mode.labels) })
+	}
+}
+
+func hotRunnerMachine(t *testing.T, scaleSet bool, jobLabels []string) {
 	r := newRig(t, rigOptions{runners: true})
 	gh := githubsim.New(githubsim.Options{Repositories: []string{repo}, JobDuration: 300 * time.Millisecond, RateLimit: 50000})
 	if err := gh.Start(); err != nil {
@@ -222,7 +243,7 @@ func TestHotRunnerMachineGetsItsJITConfigOnlyOnAssignment(t *testing.T) {
 	}
 	t.Cleanup(gh.Close)
 	vms := startRunnerVMs(t, r, gh)
-	runnerTemplateAndPool(t, r, gh, 1, 2)
+	runnerTemplateAndPool(t, r, gh, 1, 2, scaleSet)
 
 	// The hot machine: attested, waiting, holding nothing.
 	var hot hypervisorv1alpha1.MachineClaim
@@ -268,7 +289,7 @@ func TestHotRunnerMachineGetsItsJITConfigOnlyOnAssignment(t *testing.T) {
 		t.Fatalf("the hot machine's agent does not say it waits on standby, or received credentials:\n%s", console.String())
 	}
 
-	id, err := gh.QueueJob(repo, []string{"self-hosted", "attested"})
+	id, err := gh.QueueJob(repo, jobLabels)
 	if err != nil {
 		t.Fatal(err)
 	}
