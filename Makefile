@@ -75,7 +75,7 @@ help: ## This help.
 
 ##@ Benchmark
 .PHONY: bench
-bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries, jobs starting cold and on hot standby machines (bursts of 10 and 100), GitHub cost of 10 pools serving 200 jobs. One at a time, loopback only.
+bench: controlplane ## Every benchmark at a size that finishes in under 15 minutes on 2 cores: claims→Ready for 100 claims, memory at 2,000 claims, 200 Performers (idle 30s), 500 runner deliveries, jobs starting cold, on warm and on hot standby machines (bursts of 10 and 100), GitHub cost of 10 pools serving 200 jobs. One at a time, loopback only.
 	$(MAKE) bench-claims BENCH_CLAIMS='/claims=100$$$$'
 	$(MAKE) bench-memory MEMORY_CLAIMS=2000 MEMORY_NOISE=2000
 	$(MAKE) bench-performers PERF_N=200 PERF_IDLE=30s
@@ -113,7 +113,7 @@ bench-scaleset: controlplane ## Scale-set pool beside webhook pool, in one run: 
 
 STANDBY_N ?= 10,100
 .PHONY: bench-standby
-bench-standby: controlplane ## Queued job → started on Proxmox (linked clone 3 s, boot 25 s) for bursts of STANDBY_N (10,100) jobs: cold, and with hot standby machines covering the burst (p50/p99), and their idle machine-minutes per job.
+bench-standby: controlplane ## Queued job → started on Proxmox (linked clone 3 s, boot 25 s) for bursts of STANDBY_N (10,100) jobs: cold, and with warm or hot standby machines covering the burst (p50/p99), and their idle machine-minutes per job.
 	STANDBY_N=$(STANDBY_N) KUBEBUILDER_ASSETS="$$(hack/controlplane.sh --print-dir)" $(GO) test -run '^$$' -bench JobStart -benchtime 1x -timeout 30m -v ./internal/bench/standby/
 
 GHCOST_POOLS ?= 10

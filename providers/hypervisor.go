@@ -169,6 +169,9 @@ type Machine struct {
 	// move on (the task it waits for ends), so polling it sooner only costs
 	// requests.
 	WillWake bool
+	// Warm: made as MachineSpec.Warm asked, and waiting, powered off and
+	// not configured, for an owner to take it.
+	Warm bool
 }
 
 // MachineSpec is everything Create needs. Provider-specific parts sit in
@@ -196,6 +199,11 @@ type MachineSpec struct {
 	Proxmox *ProxmoxSpec
 	// KubeVirt is the VirtualMachine template on KubeVirt.
 	KubeVirt *KubeVirtSpec
+	// Warm makes a warm standby machine: Create stops once it is made
+	// (cloned) and reports Machine.Warm, without configuring or starting
+	// it. Whoever takes it over (WarmTaker) calls Create with its own spec,
+	// which configures it (user data included) and starts it.
+	Warm bool
 }
 
 // KubeVirtSpec says what VirtualMachine to make on KubeVirt.

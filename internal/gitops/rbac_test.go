@@ -3,6 +3,7 @@ package gitops_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -40,11 +41,24 @@ func checkAccess(ctx context.Context, t *testing.T, sa string, a access) {
 			what = a.resource + "." + a.group + " cluster-wide"
 		}
 	}
-	if err := testenv.Client().Create(ctx, sar); err != nil {
-		t.Fatal(err)
+	ask := func() *authorizationv1.SubjectAccessReview {
+		review := sar.DeepCopy()
+		if err := testenv.Client().Create(ctx, review); err != nil {
+			t.Fatal(err)
+		}
+		return review
 	}
-	if sar.Status.Allowed != a.allowed {
-		t.Errorf("%s may %s %s: %v, want %v (%s)", sa, a.verb, what, sar.Status.Allowed, a.allowed, sar.Status.Reason)
+	got := ask()
+	// The authorizer reads RBAC from its own informers: a grant applied a
+	// moment ago may not be in them yet, so an allowed answer is waited
+	// for (a short while). A denial is asked once, after the grants that
+	// precede it show, so a lagging grant cannot pass for a denial.
+	for deadline := time.Now().Add(15 * time.Second); a.allowed && !got.Status.Allowed && time.Now().Before(deadline); {
+		time.Sleep(200 * time.Millisecond)
+		got = ask()
+	}
+	if got.Status.Allowed != a.allowed {
+		t.Errorf("%s may %s %s: %v, want %v (%s)", sa, a.verb, what, got.Status.Allowed, a.allowed, got.Status.Reason)
 	}
 }
 

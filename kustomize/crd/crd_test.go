@@ -148,6 +148,14 @@ spec:
   proxmox:
     source: {vmid: 9000}
 `
+	hmtKubeVirtForStandby = `apiVersion: hypervisor.hyperfleet.io/v1alpha1
+kind: HypervisorMachineTemplate
+metadata: {name: x}
+spec:
+  clusterRef: {name: kv}
+  kubevirt:
+    virtualMachine: {}
+`
 	mcBasic = `apiVersion: hypervisor.hyperfleet.io/v1alpha1
 kind: MachineClaim
 metadata: {name: x}
@@ -490,6 +498,8 @@ func TestOutOfRangeValuesAreRefusedNamingTheField(t *testing.T) {
 		{"standby schedule above 100", hmtProxmox, "", []string{"spec.standby", "{schedules: [{name: day, start: '0 8 * * *', hot: 101}]}"}, "spec.standby.schedules[0].hot: Invalid value: 101"},
 		{"standby schedule without a name", hmtProxmox, "", []string{"spec.standby", "{schedules: [{start: '0 8 * * *', hot: 1}]}"}, "spec.standby.schedules[0].name: Required value"},
 		{"burst headroom half-life under a minute", hmtProxmox, "", []string{"spec.standby", "{burstHeadroom: {max: 5, halfLife: 30s}}"}, "spec.standby.burstHeadroom.halfLife must be a duration between 1m and 24h"},
+		{"more than 100 warm standby machines", hmtProxmox, "", []string{"spec.standby", "{warm: 101}"}, "spec.standby.warm: Invalid value: 101: spec.standby.warm in body should be less than or equal to 100"},
+		{"warm standby machines on KubeVirt", hmtKubeVirtForStandby, "", []string{"spec.standby", "{warm: 1}"}, "spec.standby.warm is for Proxmox templates"},
 		{"burst headroom without max", hmtProxmox, "", []string{"spec.standby", "{burstHeadroom: {halfLife: 30m}}"}, "spec.standby.burstHeadroom.max: Required value"},
 		{"zero cores", hmtProxmox, "", []string{"spec.resources", "{cpuCores: 0}"}, "spec.resources.cpuCores: Invalid value: 0"},
 		{"too many cores", hmtProxmox, "", []string{"spec.resources", "{cpuCores: 513}"}, "spec.resources.cpuCores: Invalid value: 513"},

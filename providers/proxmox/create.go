@@ -90,6 +90,14 @@ func (p *Provider) create(ctx context.Context, spec providers.MachineSpec) (prov
 		markBusy(&m, kind)
 		return m, nil
 	}
+	if spec.Warm && !slices.Contains(tags, ownerTag(spec.Owner.UID)) {
+		// A warm standby machine: cloned, never configured or started.
+		// The owner tag marks a configured VM; whoever takes this one over
+		// configures it with its own spec (ChangeOwner leaves it unmarked).
+		m.Warm = true
+		m.Progress = "warm: cloned and powered off"
+		return m, nil
+	}
 	if !slices.Contains(tags, ownerTag(spec.Owner.UID)) {
 		written, err := p.configure(ctx, vm, spec)
 		if err != nil {

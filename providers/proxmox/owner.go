@@ -37,9 +37,15 @@ func (p *Provider) ChangeOwner(ctx context.Context, ref providers.MachineRef, fr
 	if c := vm.VirtualMachineConfig; c != nil {
 		tags = splitTags(c.Tags)
 	}
+	// The owner tag also marks a configured VM: a warm standby machine,
+	// never configured, is handed over without one, so its new owner's
+	// Create configures it with the new owner's spec.
 	old := ownerTag(from.UID)
+	configured := slices.Contains(tags, old)
 	tags = slices.DeleteFunc(tags, func(t string) bool { return t == old })
-	tags = append(tags, ownerTag(to.UID))
+	if configured {
+		tags = append(tags, ownerTag(to.UID))
+	}
 	if err := vm.ConfigSync(ctx,
 		proxmox.VirtualMachineOption{Name: "tags", Value: joinTags(tags)},
 		proxmox.VirtualMachineOption{Name: "description", Value: description(to, p.cfg.Installation)},

@@ -10,7 +10,7 @@ import (
 )
 
 var standbyDesc = prometheus.NewDesc("hyperfleet_standby_machines",
-	"Standby machines of the templates, by state (hot: Ready and free; starting: being made; binding: taken and being handed over) and provider, summed from the templates' status.standby at scrape time.",
+	"Standby machines of the templates, by state (hot: Ready and free; warm: cloned, powered off and free; starting: being made; binding: taken and being handed over) and provider, summed from the templates' status.standby at scrape time.",
 	[]string{"state", "provider"}, nil)
 
 // standbyCollector sums the templates' status.standby at every scrape:
@@ -36,6 +36,7 @@ func (c standbyCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		p := string(t.Status.Provider)
 		sums[key{"hot", p}] += st.Hot
+		sums[key{"warm", p}] += st.Warm
 		sums[key{"starting", p}] += st.Starting
 		sums[key{"binding", p}] += st.Binding
 	}

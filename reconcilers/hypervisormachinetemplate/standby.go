@@ -43,18 +43,28 @@ func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result
 		return skeleton.Continue(), fmt.Errorf("listing standby claims: %w", err)
 	}
 	counts := hypervisorv1alpha1.StandbyStatus{Want: plan.Want, Schedule: plan.Schedule, HeadroomPeak: plan.Peak, HeadroomSince: plan.Since}
-	// Only the template's own: a claim carrying the label by hand is not
-	// one of its machines.
-	own := list.Items[:0]
+	// Only the template's own (a claim carrying the label by hand is not
+	// one of its machines), hot and warm kept apart.
+	var hotClaims, warmClaims []hypervisorv1alpha1.MachineClaim
 	for _, sb := range list.Items {
-		if metav1.IsControlledBy(&sb, t) {
-			own = append(own, sb)
+		switch {
+		case !metav1.IsControlledBy(&sb, t):
+		case standby.IsWarm(&sb):
+			warmClaims = append(warmClaims, sb)
+		default:
+			hotClaims = append(hotClaims, sb)
 		}
 	}
-	tally := standby.Sort(own, want, func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Free(sb, t) },
-		func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Current(sb, t) })
-	counts.Binding = tally.Binding
-	for _, sb := range tally.Retire {
+	free := func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Free(sb, t) }
+	current := func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Current(sb, t) }
+	tally := standby.Sort(hotClaims, want, free, current)
+	var wantWarm int
+	if t.Spec.Standby != nil {
+		wantWarm = int(t.Spec.Standby.Warm)
+	}
+	warm := standby.Sort(warmClaims, wantWarm, free, current)
+	counts.Binding = tally.Binding + warm.Binding
+	for _, sb := range append(tally.Retire, warm.Retire...) {
 		err := r.Client.Delete(ctx, sb, client.Preconditions{UID: &sb.UID, ResourceVersion: &sb.ResourceVersion})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return skeleton.Continue(), fmt.Errorf("deleting standby claim %s: %w", sb.Name, err)
@@ -63,18 +73,19 @@ func (r *Reconciler) keepStandby(ctx context.Context, s *scope) (skeleton.Result
 			standby.CountIdle(sb, time.Now(), standby.OutcomeRetired)
 		}
 	}
-	starting := len(tally.Starting)
-	for range tally.Make {
-		sb := r.standbyClaim(t)
+	starting := len(tally.Starting) + len(warm.Starting)
+	for i := range tally.Make + warm.Make {
+		sb := r.standbyClaim(t, i >= tally.Make)
 		if err := r.Client.Create(ctx, sb); err != nil {
 			return skeleton.Continue(), fmt.Errorf("making a standby claim: %w", err)
 		}
-		r.Recorder.Eventf(t, sb, corev1.EventTypeNormal, "StandbyCreated", "Standby", "Making standby machine %s", sb.Name)
+		r.Recorder.Eventf(t, sb, corev1.EventTypeNormal, "StandbyCreated", "Standby", "Making %s standby machine %s", kindOf(sb), sb.Name)
 		starting++
 	}
-	counts.Hot, counts.Starting = int32(len(tally.Hot)), int32(starting) //nolint:gosec // at most standby.MaxHot
+	//nolint:gosec // each at most standby.MaxHot
+	counts.Hot, counts.Warm, counts.Starting = int32(len(tally.Hot)), int32(len(warm.Hot)), int32(starting)
 	s.standby = &counts
-	if want == 0 && counts.Binding == 0 && len(list.Items) == 0 && counts.HeadroomPeak == 0 && counts.Schedule == "" {
+	if want == 0 && wantWarm == 0 && counts.Binding == 0 && len(list.Items) == 0 && counts.HeadroomPeak == 0 && counts.Schedule == "" {
 		s.standby = nil
 	}
 	if plan.Recheck > 0 {
@@ -111,13 +122,18 @@ func (r *Reconciler) inUse(ctx context.Context, t *hypervisorv1alpha1.Hypervisor
 
 // standbyClaim is a new standby claim of t, its maxLifetime spread below
 // the template's maxAge (standby.Lifetime).
-func (r *Reconciler) standbyClaim(t *hypervisorv1alpha1.HypervisorMachineTemplate) *hypervisorv1alpha1.MachineClaim {
+func (r *Reconciler) standbyClaim(t *hypervisorv1alpha1.HypervisorMachineTemplate, warm bool) *hypervisorv1alpha1.MachineClaim {
 	name := t.Name + "-standby-" + utilrand.String(5)
+	labels := map[string]string{standby.TemplateLabel: t.Name}
+	if warm {
+		name = t.Name + "-warm-" + utilrand.String(5)
+		labels[standby.WarmLabel] = "true"
+	}
 	return &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace:   t.Namespace,
 			Name:        name,
-			Labels:      map[string]string{standby.TemplateLabel: t.Name},
+			Labels:      labels,
 			Annotations: map[string]string{standby.GenerationAnnotation: strconv.FormatInt(t.Generation, 10)},
 			Finalizers:  []string{hypervisorv1alpha1.MachineClaimFinalizer},
 			OwnerReferences: []metav1.OwnerReference{{
@@ -139,4 +155,11 @@ func templateOfStandby(_ context.Context, o client.Object) []reconcile.Request {
 		return nil
 	}
 	return []reconcile.Request{{NamespacedName: client.ObjectKey{Namespace: o.GetNamespace(), Name: name}}}
+}
+
+func kindOf(sb *hypervisorv1alpha1.MachineClaim) string {
+	if standby.IsWarm(sb) {
+		return "warm"
+	}
+	return "hot"
 }

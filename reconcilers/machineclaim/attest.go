@@ -22,6 +22,7 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/attestation"
 	"github.com/hyperfleet/hyperfleet/reconcilers/conditions"
 	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
 )
 
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get;create;delete
@@ -80,7 +81,9 @@ func attesting(t *hypervisorv1alpha1.HypervisorMachineTemplate) bool {
 // machine proves it is this claim's.
 func (r *Reconciler) attest(ctx context.Context, s *scope) (skeleton.Result, error) {
 	c, t := s.claim, s.template
-	if !attesting(t) || r.started(c) {
+	if !attesting(t) || r.started(c) || standby.IsWarm(c) {
+		// A warm standby machine never boots as itself: the claim that
+		// takes it attests it as its own.
 		return skeleton.Continue(), nil
 	}
 	a := t.Spec.Attestation

@@ -311,6 +311,7 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		return r.providerError(s, err)
 	}
 	spec.Ref, spec.Owner = machineRef(c), owner(c)
+	spec.Warm = standby.IsWarm(c)
 	// The API server keeps it, so the clone queue's order survives a
 	// restart or a change of leader.
 	spec.Requested = c.CreationTimestamp.Time
@@ -387,6 +388,9 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 			r.Recorder.Eventf(c, nil, corev1.EventTypeWarning, "TemplateAdjusted", "Provision", "%s", n)
 		}
 	}
+	if m.Warm {
+		return r.warm(s, m)
+	}
 	if !m.Provisioned || m.State == providers.PowerProvisioning {
 		// Where it is being made is recorded once it is made: each step
 		// would otherwise be a status write of its own.
@@ -394,6 +398,26 @@ func (r *Reconciler) provision(ctx context.Context, s *scope) (skeleton.Result, 
 		return skeleton.StopAndRequeue(r.untilNews(m)), nil
 	}
 	return r.evaluate(ctx, s, m)
+}
+
+// warm records a warm standby machine made: cloned and powered off, it is
+// Warm from now on (Ready for kstatus; its idle time and its maxLifetime
+// count from here) until a claim takes it or it ages out. It is looked at
+// again every observe interval, so one deleted by hand is noticed.
+func (r *Reconciler) warm(s *scope, m providers.Machine) (skeleton.Result, error) {
+	c := s.claim
+	record(c, m)
+	s.machine = &m
+	if c.Status.ReadyTime == nil {
+		now := metav1.NewTime(s.now)
+		c.Status.ReadyTime = &now
+	}
+	c.Status.ExpiryTime = expiry(c)
+	next := r.ObserveInterval
+	if c.Status.ExpiryTime != nil {
+		next = min(next, c.Status.ExpiryTime.Sub(s.now))
+	}
+	return skeleton.StopAndRequeue(max(next, time.Second)), nil
 }
 
 // observe looks at a started machine.

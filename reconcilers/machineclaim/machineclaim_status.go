@@ -81,6 +81,9 @@ func computeStatus(s *scope, _ error) conditions.Summary {
 // machineStatus is the phase of a machine as the provider reported it.
 func machineStatus(c *hypervisorv1alpha1.MachineClaim, m providers.Machine) (hypervisorv1alpha1.MachinePhase, conditions.Summary) {
 	switch {
+	case m.Warm:
+		return hypervisorv1alpha1.MachineWarm, conditions.Summary{State: conditions.Ready, Reason: "Warm",
+			Message: fmt.Sprintf("machine %s is warm: cloned and powered off, for a claim to take, configure and boot", c.Status.MachineName)}
 	case !m.Provisioned || m.State == providers.PowerProvisioning || m.State == providers.PowerUnknown:
 		return hypervisorv1alpha1.MachineProvisioning, provisioning(c)
 	case len(m.Addresses) == 0:

@@ -67,6 +67,9 @@ func TestComputeStatus(t *testing.T) {
 		{name: "running without an address", phase: hypervisorv1alpha1.MachineProvisioning, facts: func(s *scope) {
 			s.machine = &providers.Machine{Provisioned: true, State: providers.PowerRunning, Node: "pve1"}
 		}, wantPhase: hypervisorv1alpha1.MachineRunning, wantState: conditions.Progressing, wantReason: "WaitingForAddress"},
+		{name: "warm standby machine made", phase: hypervisorv1alpha1.MachineProvisioning, facts: func(s *scope) {
+			s.machine = &providers.Machine{State: providers.PowerStopped, Node: "pve1", Warm: true}
+		}, wantPhase: hypervisorv1alpha1.MachineWarm, wantState: conditions.Ready, wantReason: "Warm"},
 		{name: "ready", phase: hypervisorv1alpha1.MachineRunning, facts: func(s *scope) { s.machine = &running },
 			wantPhase: hypervisorv1alpha1.MachineReady, wantState: conditions.Ready, wantReason: "MachineReady"},
 		{name: "retiring", phase: hypervisorv1alpha1.MachineReady, reason: ReasonExpired, facts: func(s *scope) {

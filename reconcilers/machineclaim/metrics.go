@@ -52,7 +52,7 @@ func (c machinesCollector) Collect(ch chan<- prometheus.Metric) {
 	type key struct{ phase, provider string }
 	counts := map[key]int{}
 	for _, p := range []hypervisorv1alpha1.MachinePhase{hypervisorv1alpha1.MachinePending, hypervisorv1alpha1.MachineProvisioning,
-		hypervisorv1alpha1.MachineRunning, hypervisorv1alpha1.MachineReady, hypervisorv1alpha1.MachineStopping,
+		hypervisorv1alpha1.MachineWarm, hypervisorv1alpha1.MachineRunning, hypervisorv1alpha1.MachineReady, hypervisorv1alpha1.MachineStopping,
 		hypervisorv1alpha1.MachineTerminated, hypervisorv1alpha1.MachineFailed} {
 		for _, prov := range c.providers {
 			counts[key{string(p), string(prov)}] = 0

@@ -1,9 +1,11 @@
 package machineclaim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,13 +35,20 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 	if c.Status.MachineName != "" || r.started(c) || s.template == nil {
 		return skeleton.Continue(), nil
 	}
-	if ok, _ := standby.Fits(c, s.template); !ok {
+	hot, _ := standby.Fits(c, s.template)
+	warm, _ := standby.FitsWarm(c, s.template)
+	if !hot && !warm {
 		return skeleton.Continue(), nil
 	}
 	if _, ok := s.provider.(providers.OwnerChanger); !ok {
 		return skeleton.Continue(), nil
 	}
-	sb, err := r.bind(ctx, s)
+	sb, err := r.bind(ctx, s, func(sb *hypervisorv1alpha1.MachineClaim) bool {
+		if standby.IsWarm(sb) {
+			return warm
+		}
+		return hot
+	})
 	if err != nil {
 		return skeleton.Stop(), err
 	}
@@ -51,8 +60,19 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 	standby.CountIdle(sb, s.now, standby.OutcomeTaken)
 	c.Status.MachineName, c.Status.VMID, c.Status.Node = sb.Status.MachineName, sb.Status.VMID, sb.Status.Node
 	c.Status.ProviderID, c.Status.AssignedAddress = sb.Status.ProviderID, sb.Status.AssignedAddress
-	c.Status.Addresses = append([]hypervisorv1alpha1.MachineAddress(nil), sb.Status.Addresses...)
 	c.Status.BoundFrom = &hypervisorv1alpha1.StandbyOrigin{Name: sb.Name, UID: sb.UID}
+	if standby.IsWarm(sb) {
+		// Never booted: the provision path configures it with this
+		// claim's spec and boots it, once it is handed over.
+		s.progress = "took warm machine " + sb.Status.MachineName
+		if err := r.checkpoint(ctx, s); err != nil {
+			return skeleton.Stop(), err
+		}
+		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "TookStandby", "Provision",
+			"Took warm machine %s of template %s (from %s) instead of cloning one; configuring and booting it", c.Status.MachineName, s.template.Name, sb.Name)
+		return r.handOver(ctx, s)
+	}
+	c.Status.Addresses = append([]hypervisorv1alpha1.MachineAddress(nil), sb.Status.Addresses...)
 	if st := sb.Status.Attestation; st != nil {
 		// The machine proved its identity as the standby claim's machine;
 		// that identity is now the claim's, and the credential endpoint
@@ -79,7 +99,7 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 // that bound one and then failed to record it), or binds a free one: the
 // resourceVersion precondition lets exactly one claim win each. nil: none
 // free.
-func (r *Reconciler) bind(ctx context.Context, s *scope) (*hypervisorv1alpha1.MachineClaim, error) {
+func (r *Reconciler) bind(ctx context.Context, s *scope, fits func(*hypervisorv1alpha1.MachineClaim) bool) (*hypervisorv1alpha1.MachineClaim, error) {
 	c := s.claim
 	var list hypervisorv1alpha1.MachineClaimList
 	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace),
@@ -105,11 +125,15 @@ func (r *Reconciler) bind(ctx context.Context, s *scope) (*hypervisorv1alpha1.Ma
 			}
 			continue
 		}
-		if standby.Free(sb, s.template) {
+		if fits(sb) && standby.Free(sb, s.template) {
 			free = append(free, sb)
 		}
 	}
 	standby.Oldest(free)
+	// Hot before warm: a hot machine spares the boot too.
+	slices.SortStableFunc(free, func(a, b *hypervisorv1alpha1.MachineClaim) int {
+		return cmp.Compare(b2i(standby.IsWarm(a)), b2i(standby.IsWarm(b)))
+	})
 	for _, sb := range free {
 		patch := client.MergeFromWithOptions(sb.DeepCopy(), client.MergeFromWithOptimisticLock{})
 		if sb.Annotations == nil {
@@ -245,4 +269,11 @@ func (r *Reconciler) handedOver(ctx context.Context, s *scope) (bool, error) {
 		return false, err
 	}
 	return true, nil
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -14,6 +14,7 @@ import (
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 	"github.com/hyperfleet/hyperfleet/internal/eventually"
+	"github.com/hyperfleet/hyperfleet/internal/sim/runnersim"
 	"github.com/hyperfleet/hyperfleet/internal/testenv/hypervisorlab"
 	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
@@ -265,4 +266,74 @@ func TestScheduleAndBurstHeadroomSetTheHotCount(t *testing.T) {
 	// A schedule that cannot be read stalls the template, naming the field.
 	setStandby(&hypervisorv1alpha1.StandbySpec{Schedules: []hypervisorv1alpha1.StandbySchedule{{Name: "bad", Start: "0 8 * * *", TimeZone: "Mars/Olympus", Hot: 1}}})
 	l.WaitReason(tmpl, "InvalidSpec", time.Minute)
+}
+
+// A warm standby machine is cloned and powered off, never configured: a
+// claim with its own user data and hostname (which no hot machine fits)
+// takes it instead of cloning, configures it with its own user data and
+// boots it; the template makes another warm one.
+func TestClaimWithItsOwnUserDataTakesAWarmMachine(t *testing.T) {
+	l := newLab(t)
+	ctx := context.Background()
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ubuntu"}}
+	if err := l.Get(tmpl); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(tmpl.DeepCopy())
+	tmpl.Spec.Standby = &hypervisorv1alpha1.StandbySpec{Warm: 1}
+	if err := l.C.Patch(ctx, tmpl, patch); err != nil {
+		t.Fatal(err)
+	}
+	var warm hypervisorv1alpha1.MachineClaim
+	eventually.That(t, time.Minute, func() (bool, string) {
+		list := l.standbyClaims()
+		if err := l.Get(tmpl); err != nil {
+			return false, err.Error()
+		}
+		for _, sb := range list {
+			if sb.Status.Phase == hypervisorv1alpha1.MachineWarm && standby.IsWarm(&sb) && tmpl.Status.Standby != nil && tmpl.Status.Standby.Warm == 1 {
+				warm = sb
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("standby claims %v; template says %+v", machines(list), tmpl.Status.Standby)
+	})
+	vmid := int(*warm.Status.VMID)
+	vm, _ := l.Sim.VM(vmid)
+	if _, booted := l.Sim.SeedAtBoot(vmid); vm.Status != "stopped" || booted || slices.ContainsFunc(vm.Tags, func(tag string) bool { return strings.HasPrefix(tag, "hf-owner-") }) {
+		t.Fatalf("warm VM %d: status %s, booted %v, tags %v; want stopped, never booted, not configured", vmid, vm.Status, booted, vm.Tags)
+	}
+
+	const userData = "#cloud-config\nruncmd: [echo warm-taker]\n"
+	l.claim("app", func(mc *hypervisorv1alpha1.MachineClaim) {
+		mc.Spec.UserData, mc.Spec.Hostname = userData, "app"
+	})
+	app := l.waitPhase("app", hypervisorv1alpha1.MachineReady, time.Minute)
+	if int(*app.Status.VMID) != vmid {
+		t.Fatalf("claim app runs VM %d; want the warm machine %d", *app.Status.VMID, vmid)
+	}
+	vm, _ = l.Sim.VM(vmid)
+	if !slices.Contains(vm.Tags, "hf-owner-"+string(app.UID)) || slices.Contains(vm.Tags, "hf-owner-"+string(warm.UID)) ||
+		!strings.Contains(vm.Description, "hyperfleet-owner-uid: "+string(app.UID)) {
+		t.Errorf("the machine's owner marks are not claim app's alone: tags %v, description %q", vm.Tags, vm.Description)
+	}
+	seed, ok := l.Sim.SeedAtBoot(vmid)
+	if !ok {
+		t.Fatalf("VM %d booted without a NoCloud ISO", vmid)
+	}
+	if got, err := runnersim.NoCloudUserData(seed); err != nil || !strings.Contains(got, "echo warm-taker") {
+		t.Errorf("VM %d booted with user data %q (%v); want claim app's", vmid, got, err)
+	}
+	// Another warm machine takes its place.
+	eventually.That(t, time.Minute, func() (bool, string) {
+		for _, sb := range l.standbyClaims() {
+			if sb.UID == warm.UID {
+				return false, "the warm claim whose machine app took is still there"
+			}
+			if sb.Status.Phase == hypervisorv1alpha1.MachineWarm {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no new warm machine: %v", machines(l.standbyClaims()))
+	})
 }

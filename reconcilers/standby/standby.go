@@ -32,6 +32,14 @@ import (
 // keeps it.
 const TemplateLabel = "hyperfleet.io/standby"
 
+// WarmLabel marks a warm standby claim ("true"): its machine is cloned and
+// powered off, never configured or booted, and a claim that takes it
+// configures and boots it. A standby claim without it is hot.
+const WarmLabel = "hyperfleet.io/standby-warm"
+
+// IsWarm reports whether standby claim c keeps a warm machine.
+func IsWarm(c *hypervisorv1alpha1.MachineClaim) bool { return c.Labels[WarmLabel] == "true" }
+
 // GenerationAnnotation records the template generation a standby claim was
 // made for: one made for an older generation is never taken, and is
 // replaced.
@@ -120,6 +128,22 @@ func Fits(c *hypervisorv1alpha1.MachineClaim, t *hypervisorv1alpha1.HypervisorMa
 	return true, ""
 }
 
+// FitsWarm says whether claim c may take a warm standby machine of
+// template t, and when not, why. A warm machine has not booted: the claim
+// configures it with its own user data, hostname and credentials and boots
+// it. Only a name of its own does not fit: the machine has its name.
+func FitsWarm(c *hypervisorv1alpha1.MachineClaim, t *hypervisorv1alpha1.HypervisorMachineTemplate) (bool, string) {
+	switch {
+	case IsStandby(c):
+		return false, "it is a standby claim"
+	case t.Spec.Standby == nil || t.Spec.Standby.Warm == 0:
+		return false, "the template keeps no warm machines"
+	case c.Spec.MachineName != "":
+		return false, "the claim asks for its own machine name"
+	}
+	return true, ""
+}
+
 // Attests reports whether t's machines prove their identity to SPIRE.
 func Attests(t *hypervisorv1alpha1.HypervisorMachineTemplate) bool {
 	a := t.Spec.Attestation
@@ -134,12 +158,16 @@ func Free(s *hypervisorv1alpha1.MachineClaim, t *hypervisorv1alpha1.HypervisorMa
 	if _, bound := BoundTo(s); bound {
 		return false
 	}
-	if Attests(t) && (s.Status.Attestation == nil || s.Status.Attestation.Phase != hypervisorv1alpha1.AttestationAttested) {
+	if Attests(t) && !IsWarm(s) && (s.Status.Attestation == nil || s.Status.Attestation.Phase != hypervisorv1alpha1.AttestationAttested) {
 		// Not attested yet (or failed): it cannot prove it is the
 		// taker's machine, so it is not taken.
 		return false
 	}
-	return s.DeletionTimestamp.IsZero() && s.Status.Phase == hypervisorv1alpha1.MachineReady &&
+	phase := hypervisorv1alpha1.MachineReady
+	if IsWarm(s) {
+		phase = hypervisorv1alpha1.MachineWarm
+	}
+	return s.DeletionTimestamp.IsZero() && s.Status.Phase == phase &&
 		s.Status.MachineName != "" && s.Status.ClusterName == t.Spec.ClusterRef.Name && Current(s, t)
 }
 

@@ -118,3 +118,34 @@ func TestFreeStandbyClaims(t *testing.T) {
 		}
 	}
 }
+
+// A warm machine has not booted: only a name of its own keeps a claim off
+// it.
+func TestFitsWarm(t *testing.T) {
+	warm := &hypervisorv1alpha1.HypervisorMachineTemplate{Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+		Standby: &hypervisorv1alpha1.StandbySpec{Warm: 1}}}
+	hotOnly := &hypervisorv1alpha1.HypervisorMachineTemplate{Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+		Standby: &hypervisorv1alpha1.StandbySpec{Hot: 1}}}
+	for _, tc := range []struct {
+		name string
+		spec hypervisorv1alpha1.MachineClaimSpec
+		t    *hypervisorv1alpha1.HypervisorMachineTemplate
+		fits bool
+	}{
+		{"plain claim", hypervisorv1alpha1.MachineClaimSpec{}, warm, true},
+		{"own user data and hostname", hypervisorv1alpha1.MachineClaimSpec{UserData: "#cloud-config\n", Hostname: "h"}, warm, true},
+		{"own credentials", hypervisorv1alpha1.MachineClaimSpec{CredentialsSecretRef: &meta.SecretKeyReference{Name: "s", Key: "k"}}, warm, true},
+		{"own machine name", hypervisorv1alpha1.MachineClaimSpec{MachineName: "m"}, warm, false},
+		{"template keeps only hot ones", hypervisorv1alpha1.MachineClaimSpec{}, hotOnly, false},
+	} {
+		c := &hypervisorv1alpha1.MachineClaim{Spec: tc.spec}
+		if fits, why := standby.FitsWarm(c, tc.t); fits != tc.fits || !fits && why == "" {
+			t.Errorf("%s: fits %v (%q), want %v", tc.name, fits, why, tc.fits)
+		}
+	}
+	sb := &hypervisorv1alpha1.MachineClaim{}
+	sb.Labels = map[string]string{standby.TemplateLabel: "t"}
+	if fits, _ := standby.FitsWarm(sb, warm); fits {
+		t.Error("a standby claim fits a warm machine")
+	}
+}

@@ -13,6 +13,7 @@ import (
 // +kubebuilder:validation:XValidation:rule="!has(self.workload) || self.workload.type != 'github-runner' || has(self.workload.githubRunner)",message="spec.workload.githubRunner is required when spec.workload.type is github-runner"
 // +kubebuilder:validation:XValidation:rule="!has(self.attestation) || self.attestation.method == 'none' || has(self.attestation.spire)",message="spec.attestation.spire is required when spec.attestation.method is join-token or tpm"
 // +kubebuilder:validation:XValidation:rule="!has(self.workload) || !has(self.workload.credentialsSecretRef) || (has(self.attestation) && self.attestation.method != 'none')",message="spec.workload.credentialsSecretRef needs spec.attestation (join-token or tpm): credentials are handed only to a machine that proved who it is"
+// +kubebuilder:validation:XValidation:rule="!has(self.standby) || !has(self.standby.warm) || self.standby.warm == 0 || has(self.proxmox)",message="spec.standby.warm is for Proxmox templates (a VM cloned and powered off); on KubeVirt, where a VM starts in seconds, use spec.standby.hot"
 type HypervisorMachineTemplateSpec struct {
 	// ClusterRef names the HypervisorCluster, in this namespace, that runs
 	// the machines. It cannot be changed: claims already made from this
@@ -71,6 +72,16 @@ type StandbySpec struct {
 	// +kubebuilder:validation:Maximum=100
 	// +optional
 	Hot int32 `json:"hot,omitempty"`
+
+	// Warm is how many machines are kept cloned and powered off, never
+	// configured or booted, for claims to take: a claim that takes one
+	// configures it with its own user data and hostname and boots it, so
+	// it skips the clone but not the boot. Any claim without its own
+	// machine name fits one. Proxmox templates only. 0: none.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	Warm int32 `json:"warm,omitempty"`
 
 	// MaxAge retires a standby machine no claim took within it, and makes
 	// a fresh one, so standby machines never go stale (a template image
@@ -525,6 +536,9 @@ type StandbyStatus struct {
 	Starting int32 `json:"starting"`
 	// Binding machines have been taken by a claim and are being handed to it.
 	Binding int32 `json:"binding"`
+	// Warm machines are cloned, powered off and free for a claim to take.
+	// +optional
+	Warm int32 `json:"warm,omitempty"`
 	// Want is how many machines the template keeps hot now: its schedule's
 	// (or spec.standby.hot) plus the burst headroom, at most 100.
 	// +optional
@@ -551,6 +565,7 @@ type StandbyStatus struct {
 // +kubebuilder:printcolumn:name="Source",type=string,JSONPath=`.status.resolvedSource`
 // +kubebuilder:printcolumn:name="Workload",type=string,JSONPath=`.spec.workload.type`
 // +kubebuilder:printcolumn:name="Hot",type=integer,JSONPath=`.status.standby.hot`
+// +kubebuilder:printcolumn:name="Warm",type=integer,JSONPath=`.status.standby.warm`,priority=1
 // +kubebuilder:printcolumn:name="Want",type=integer,JSONPath=`.status.standby.want`,priority=1
 // +kubebuilder:printcolumn:name="Starting",type=integer,JSONPath=`.status.standby.starting`,priority=1
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`

@@ -35,7 +35,7 @@ const MachineClaimFinalizer = "hypervisor.hyperfleet.io/machine"
 const NotesAnnotationPrefix = "notes.hyperfleet.io/"
 
 // MachinePhase is the short lifecycle state shown by kubectl get.
-// +kubebuilder:validation:Enum=Pending;Provisioning;Running;Ready;Stopping;Terminated;Failed
+// +kubebuilder:validation:Enum=Pending;Provisioning;Warm;Running;Ready;Stopping;Terminated;Failed
 type MachinePhase string
 
 const (
@@ -44,6 +44,10 @@ const (
 	// MachineProvisioning: the clone or create is under way, or the machine
 	// is booting and its guest has not yet reported an address.
 	MachineProvisioning MachinePhase = "Provisioning"
+	// MachineWarm: a warm standby claim's machine, cloned and powered
+	// off, waiting for a claim to take it (HypervisorMachineTemplate
+	// spec.standby.warm).
+	MachineWarm MachinePhase = "Warm"
 	// MachineRunning: powered on, and its guest has reported no address for
 	// 30 seconds (a normal boot goes from Provisioning to Ready): check the
 	// guest agent and the machine's network.

@@ -143,57 +143,59 @@ func sizes(b *testing.B) []int {
 // BenchmarkJobStart queues a burst of N jobs at once at a pool of runners
 // on Proxmox (proxmoxsim at latencies()) and prints the time from each
 // job queued to a runner starting it, p50 and p99: cold (every runner is
-// cloned and booted) and with hot standby machines covering the burst
-// (spec.standby.hot = N on the runner template; every runner takes one);
-// and what the hot machines cost, in idle machine-minutes per job served:
+// cloned and booted), with warm standby machines covering the burst
+// (spec.standby.warm = N: cloned and powered off; each runner configures
+// and boots one) and with hot ones (spec.standby.hot = N: booted and
+// attested; each runner takes one running); and what the standby machines
+// cost, in idle machine-minutes per job served:
 //
 //	go test -run '^$' -bench JobStart -benchtime 1x -timeout 30m -v ./internal/bench/standby/
 //
 // The aim, with hot machines covering the burst: p99 under 3 s at 10 jobs
-// and under 10 s at 100. Warm machines (cloned, powered off) are not
-// built yet, so the warm row is not measured.
+// and under 10 s at 100.
 func BenchmarkJobStart(b *testing.B) {
 	for _, n := range sizes(b) {
-		for _, hot := range []bool{false, true} {
-			name := fmt.Sprintf("jobs=%d/cold", n)
-			if hot {
-				name = fmt.Sprintf("jobs=%d/hot=%d", n, n)
+		for _, mode := range []string{cold, warm, hot} {
+			name := fmt.Sprintf("jobs=%d/%s", n, mode)
+			if mode != cold {
+				name = fmt.Sprintf("jobs=%d/%s=%d", n, mode, n)
 			}
 			b.Run(name, func(b *testing.B) {
 				for range b.N {
-					burst(b, n, hot)
+					burst(b, n, mode)
 				}
 			})
 		}
 	}
 }
 
-func burst(b *testing.B, n int, hot bool) {
+// The scenarios: no standby machines, warm ones, hot ones.
+const (
+	cold = "cold"
+	warm = "warm"
+	hot  = "hot"
+)
+
+func burst(b *testing.B, n int, mode string) {
 	b.StopTimer()
 	ctx := context.Background()
 	ns := testenv.Namespace(b)
-	hotN := 0
-	if hot {
-		hotN = n
-	}
 	// Its own label: no runner of another scenario takes its jobs.
-	pool := fmt.Sprintf("cold%d", n)
-	if hot {
-		pool = fmt.Sprintf("hot%d", n)
-	}
-	prepare(b, ns, pool, n, hotN)
+	pool := fmt.Sprintf("%s%d", mode, n)
+	prepare(b, ns, pool, n, mode)
 	c := testenv.Client()
 	gh := lab.GitHub
 
 	var readyAt time.Time
-	if hot {
+	if mode != cold {
 		eventually.That(b, 15*time.Minute, func() (bool, string) {
 			t := &hypervisorv1alpha1.HypervisorMachineTemplate{}
 			if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: "runner"}, t); err != nil {
 				return false, err.Error()
 			}
 			st := t.Status.Standby
-			return st != nil && int(st.Hot) == n, fmt.Sprintf("standby %+v; %s; %s", st, describeStandby(ctx, ns), machineErrors())
+			kept := st != nil && (mode == hot && int(st.Hot) == n || mode == warm && int(st.Warm) == n)
+			return kept, fmt.Sprintf("standby %+v; %s; %s", st, describeStandby(ctx, ns), machineErrors())
 		})
 		readyAt = time.Now()
 	}
@@ -221,15 +223,15 @@ func burst(b *testing.B, n int, hot bool) {
 	idle := idleSeconds(b) - idleBefore
 	took := int(binds(b) - bindsBefore)
 	slices.Sort(waits)
-	mode := "cold"
-	if hot {
-		mode = fmt.Sprintf("hot=%d", n)
+	label := mode
+	if mode != cold {
+		label = fmt.Sprintf("%s=%d", mode, n)
 	}
 	fmt.Printf("\n%d jobs, %s (clone %s, boot %s): queued → started p50 %s, p99 %s, max %s; %d runners took a standby machine\n",
-		n, mode, latencies().Clone, latencies().Boot, pct(waits, 50), pct(waits, 99), pct(waits, 100), took)
-	if hot {
-		fmt.Printf("  standby cost: %.2f idle machine-minutes per job served (the hot machines waited %.0f machine-seconds from Ready to taken; %s from all %d hot to the last job started); kept hot, each costs 60 machine-minutes per hour\n",
-			idle/60/float64(n), idle, time.Since(readyAt).Round(time.Second), n)
+		n, label, latencies().Clone, latencies().Boot, pct(waits, 50), pct(waits, 99), pct(waits, 100), took)
+	if mode != cold {
+		fmt.Printf("  standby cost: %.2f idle machine-minutes per job served (the %s machines waited %.0f machine-seconds from Ready to taken; %s from all %d %s to the last job started); kept %s, each costs 60 machine-minutes per hour\n",
+			idle/60/float64(n), mode, idle, time.Since(readyAt).Round(time.Second), n, mode, mode)
 	}
 	fmt.Printf("  %d claims fitted and found no standby machine free; %s\n", int(misses(b)-missesBefore), machineErrors())
 	b.ReportMetric(percentile.Millis(percentile.Of(waits, 50)), "start-p50-ms")
@@ -249,9 +251,9 @@ func burst(b *testing.B, n int, hot bool) {
 }
 
 // prepare makes the scenario's namespace: a Proxmox simulator and its
-// cluster, an attesting runner template keeping hot standby machines, the
+// cluster, an attesting runner template keeping the mode's standby machines, the
 // GitHub credentials and a pool of n runners at most, none kept idle.
-func prepare(b *testing.B, ns, pool string, n, hot int) {
+func prepare(b *testing.B, ns, pool string, n int, mode string) {
 	b.Helper()
 	gib := uint64(1) << 30
 	nodes := []proxmoxsim.Node{{Name: "pve1", CPUs: 64, Memory: 512 * gib}, {Name: "pve2", CPUs: 64, Memory: 512 * gib}}
@@ -267,8 +269,11 @@ func prepare(b *testing.B, ns, pool string, n, hot int) {
 	owner, repo, _ := strings.Cut(runnerlab.Repo, "/")
 	mem := resource.MustParse("1Gi")
 	var standbySpec *hypervisorv1alpha1.StandbySpec
-	if hot > 0 {
-		standbySpec = &hypervisorv1alpha1.StandbySpec{Hot: int32(hot)}
+	switch mode {
+	case hot:
+		standbySpec = &hypervisorv1alpha1.StandbySpec{Hot: int32(n)}
+	case warm:
+		standbySpec = &hypervisorv1alpha1.StandbySpec{Warm: int32(n)}
 	}
 	objs := []client.Object{
 		&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "pve-token", Labels: creds}, StringData: map[string]string{"tokenID": tokenID, "tokenSecret": secret}},
