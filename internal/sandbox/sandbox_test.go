@@ -192,6 +192,33 @@ func TestSandboxComesUpReadyAndStopsCleanly(t *testing.T) {
 			fmt.Sprintf("the desk without user data: %v, phase %q, VM %+v", err, quick.Status.Phase, ref)
 	})
 
+	// The Proxmox template keeps a warm machine: a claim with its own user
+	// data and hostname takes it, configures it and boots it.
+	var warm hypervisorv1alpha1.MachineClaim
+	eventually.That(t, 2*time.Minute, func() (bool, string) {
+		var list hypervisorv1alpha1.MachineClaimList
+		err := c.List(ctx, &list, client.InNamespace(ns), client.MatchingLabels{"hyperfleet.io/standby": "ubuntu-sim", "hyperfleet.io/standby-warm": "true"})
+		for _, sb := range list.Items {
+			if sb.Status.Phase == hypervisorv1alpha1.MachineWarm {
+				warm = sb
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no warm machine: %v, %d warm claims", err, len(list.Items))
+	})
+	taker := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "warm-taker"}, Spec: hypervisorv1alpha1.MachineClaimSpec{
+		TemplateRef: hypervisorv1alpha1.TemplateReference{Name: "ubuntu-sim"}, Hostname: "warm-taker", UserData: "#cloud-config\n"}}
+	if err := c.Create(ctx, taker); err != nil {
+		t.Fatal(err)
+	}
+	eventually.That(t, time.Minute, func() (bool, string) {
+		err := c.Get(ctx, client.ObjectKeyFromObject(taker), taker)
+		return err == nil && taker.Status.Phase == hypervisorv1alpha1.MachineReady, fmt.Sprintf("claim warm-taker: %v, %+v", err, taker.Status)
+	})
+	if taker.Status.VMID == nil || *taker.Status.VMID != *warm.Status.VMID {
+		t.Errorf("claim warm-taker runs VM %v; want the warm machine %d", taker.Status.VMID, *warm.Status.VMID)
+	}
+
 	// The TPM sample's machine proved its identity with its vTPM (swtpm,
 	// provisioned with a DevID for the claim's UID) through a real
 	// spire-agent's tpm_devid attestor, and checked in.
