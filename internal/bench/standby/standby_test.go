@@ -230,8 +230,12 @@ func burst(b *testing.B, n int, mode string) {
 	fmt.Printf("\n%d jobs, %s (clone %s, boot %s): queued → started p50 %s, p99 %s, max %s; %d runners took a standby machine\n",
 		n, label, latencies().Clone, latencies().Boot, pct(waits, 50), pct(waits, 99), pct(waits, 100), took)
 	if mode != cold {
-		fmt.Printf("  standby cost: %.2f idle machine-minutes per job served (the %s machines waited %.0f machine-seconds from Ready to taken; %s from all %d %s to the last job started); kept %s, each costs 60 machine-minutes per hour\n",
-			idle/60/float64(n), mode, idle, time.Since(readyAt).Round(time.Second), n, mode, mode)
+		keep := "kept hot, each costs 60 machine-minutes per hour"
+		if mode == warm {
+			keep = "kept warm, each holds its disk, and no CPU or memory"
+		}
+		fmt.Printf("  standby cost: %.2f idle machine-minutes per job served (the %s machines waited %.0f machine-seconds from Ready to taken; %s from all %d %s to the last job started); %s\n",
+			idle/60/float64(n), mode, idle, time.Since(readyAt).Round(time.Second), n, mode, keep)
 	}
 	fmt.Printf("  %d claims fitted and found no standby machine free; %s\n", int(misses(b)-missesBefore), machineErrors())
 	b.ReportMetric(percentile.Millis(percentile.Of(waits, 50)), "start-p50-ms")
