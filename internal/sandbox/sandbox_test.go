@@ -421,19 +421,24 @@ func queueSimJob(t *testing.T, addr, body string) githubsim.Job {
 	return j
 }
 
-// simJobs lists the sandbox's GitHub simulator's jobs.
-// simRunners are the runners the simulated GitHub lists, by name.
-func simRunners(t *testing.T, addr string) []string {
+// simGet decodes what the simulated GitHub answers at path (/_sim/...).
+func simGet(t *testing.T, addr, path string, out any) {
 	t.Helper()
-	res, err := http.Get("http://" + addr + "/_sim/runners")
+	res, err := http.Get("http://" + addr + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = res.Body.Close() }()
-	var all []githubsim.Runner
-	if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
+	if err := json.NewDecoder(res.Body).Decode(out); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// simRunners are the runners the simulated GitHub lists, by name.
+func simRunners(t *testing.T, addr string) []string {
+	t.Helper()
+	var all []githubsim.Runner
+	simGet(t, addr, "/_sim/runners", &all)
 	names := make([]string, 0, len(all))
 	for _, r := range all {
 		names = append(names, r.Name)
@@ -441,6 +446,8 @@ func simRunners(t *testing.T, addr string) []string {
 	return names
 }
 
+// simJobs lists the sandbox's GitHub simulator's jobs; an error rather than a
+// failure, for use inside eventually.That.
 func simJobs(addr string) ([]githubsim.Job, error) {
 	res, err := http.Get("http://" + addr + "/_sim/jobs")
 	if err != nil {
@@ -473,15 +480,8 @@ func credentialsReleased(t *testing.T, ctx context.Context, c client.Client, ns 
 // job.
 func deliveryCodes(t *testing.T, addr string, job int64) []int {
 	t.Helper()
-	res, err := http.Get("http://" + addr + "/_sim/deliveries")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = res.Body.Close() }()
 	var all []githubsim.Delivery
-	if err := json.NewDecoder(res.Body).Decode(&all); err != nil {
-		t.Fatal(err)
-	}
+	simGet(t, addr, "/_sim/deliveries", &all)
 	var codes []int
 	for _, d := range all {
 		if d.JobID == job {

@@ -130,9 +130,8 @@ func (r *Reconciler) mayTakeStandby(ctx context.Context, d *cyberdeskv1alpha1.Cy
 	if err := r.Client.List(ctx, &list, client.InNamespace(d.Namespace), client.MatchingLabels{standby.TemplateLabel: StandbyTemplate}); err != nil {
 		return false
 	}
-	t := r.Standby.template(d.Namespace, types.NamespacedName{}, "")
 	for i := range list.Items {
-		if standby.Free(&list.Items[i], t) {
+		if r.Standby.free(&list.Items[i]) {
 			return true
 		}
 	}

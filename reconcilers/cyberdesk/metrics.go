@@ -5,7 +5,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
@@ -144,7 +143,7 @@ func (c *standbyCollector) Collect(ch chan<- prometheus.Metric) {
 		case !sb.DeletionTimestamp.IsZero():
 		case bound:
 			n[2]++
-		case standby.Free(sb, cfg.template(sb.Namespace, types.NamespacedName{}, "")):
+		case cfg.free(sb):
 			n[0]++
 		default:
 			n[1]++

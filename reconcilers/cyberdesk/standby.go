@@ -76,6 +76,12 @@ func (s Standby) template(ns string, configMap types.NamespacedName, key string)
 	return t
 }
 
+// free reports whether desk standby claim sb can be taken now
+// (standby.Free against its namespace's desk template).
+func (s Standby) free(sb *hypervisorv1alpha1.MachineClaim) bool {
+	return standby.Free(sb, s.template(sb.Namespace, types.NamespacedName{}, ""))
+}
+
 // isDeskStandby reports whether c is a desk standby claim.
 func isDeskStandby(c *hypervisorv1alpha1.MachineClaim) bool {
 	return c.Labels[standby.TemplateLabel] == StandbyTemplate
@@ -125,8 +131,7 @@ func (k *StandbyKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("listing the desk standby claims of namespace %s: %w", ns, err)
 	}
 	t := k.Standby.template(ns, types.NamespacedName{}, "")
-	tally := standby.Sort(list.Items, int(k.Standby.hot(ns)),
-		func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Free(sb, t) },
+	tally := standby.Sort(list.Items, int(k.Standby.hot(ns)), k.Standby.free,
 		func(sb *hypervisorv1alpha1.MachineClaim) bool { return standby.Current(sb, t) })
 	now := time.Now()
 	for _, sb := range tally.Retire {

@@ -61,34 +61,31 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 	c.Status.MachineName, c.Status.VMID, c.Status.Node = sb.Status.MachineName, sb.Status.VMID, sb.Status.Node
 	c.Status.ProviderID, c.Status.AssignedAddress = sb.Status.ProviderID, sb.Status.AssignedAddress
 	c.Status.BoundFrom = &hypervisorv1alpha1.StandbyOrigin{Name: sb.Name, UID: sb.UID}
+	what, instead := "standby machine", "making one"
 	if standby.IsWarm(sb) {
 		// Never booted: the provision path configures it with this
 		// claim's spec and boots it, once it is handed over.
-		s.progress = "took warm machine " + sb.Status.MachineName
-		if err := r.checkpoint(ctx, s); err != nil {
-			return skeleton.Stop(), err
+		what, instead = "warm machine", "cloning one; configuring and booting it"
+	} else {
+		c.Status.Addresses = append([]hypervisorv1alpha1.MachineAddress(nil), sb.Status.Addresses...)
+		if st := sb.Status.Attestation; st != nil {
+			// The machine proved its identity as the standby claim's
+			// machine; that identity is now the claim's, and the
+			// credential endpoint hands the claim's credentials to it
+			// (attestation.Endpoint).
+			c.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Phase: st.Phase, Method: st.Method,
+				SPIFFEID: st.SPIFFEID, TokenExpiryTime: st.TokenExpiryTime, AttestedTime: st.AttestedTime}
 		}
-		r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "TookStandby", "Provision",
-			"Took warm machine %s of template %s (from %s) instead of cloning one; configuring and booting it", c.Status.MachineName, s.template.Name, sb.Name)
-		return r.handOver(ctx, s)
+		// Running already: the clone path (provision) is never taken.
+		start := metav1.NewTime(s.now)
+		c.Status.StartTime = &start
 	}
-	c.Status.Addresses = append([]hypervisorv1alpha1.MachineAddress(nil), sb.Status.Addresses...)
-	if st := sb.Status.Attestation; st != nil {
-		// The machine proved its identity as the standby claim's machine;
-		// that identity is now the claim's, and the credential endpoint
-		// hands the claim's credentials to it (attestation.Endpoint).
-		c.Status.Attestation = &hypervisorv1alpha1.MachineAttestationStatus{Phase: st.Phase, Method: st.Method,
-			SPIFFEID: st.SPIFFEID, TokenExpiryTime: st.TokenExpiryTime, AttestedTime: st.AttestedTime}
-	}
-	// Running already: the clone path (provision) is never taken.
-	start := metav1.NewTime(s.now)
-	c.Status.StartTime = &start
-	s.progress = "took standby machine " + sb.Status.MachineName
+	s.progress = "took " + what + " " + sb.Status.MachineName
 	if err := r.checkpoint(ctx, s); err != nil {
 		return skeleton.Stop(), err
 	}
 	r.Recorder.Eventf(c, nil, corev1.EventTypeNormal, "TookStandby", "Provision",
-		"Took standby machine %s of template %s (from %s) instead of making one", c.Status.MachineName, s.template.Name, sb.Name)
+		"Took %s %s of template %s (from %s) instead of %s", what, c.Status.MachineName, s.template.Name, sb.Name, instead)
 	// Handed over in this reconcile: the next one reads the claim from a
 	// cache that may not show the record yet, and would take it again
 	// (measured: 128 binds for 100 jobs when the hand-over was requeued).
