@@ -83,6 +83,9 @@ type Reconciler struct {
 	// bound: the standby claim this process bound for a claim, until the
 	// cache shows the binding (standby.go).
 	bound skeleton.Memory[binding]
+	// binding: the standby claims this process binds or just bound, which
+	// its other binds pass over (reservations.go).
+	binding reservations
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;update;patch;delete

@@ -207,10 +207,16 @@ func (r *Reconciler) machineBegun(ctx context.Context, s *scope) (bool, error) {
 	if stored.Status.MachineName == "" {
 		return false, nil
 	}
+	adopt(s, stored)
+	return true, nil
+}
+
+// adopt makes the status of the claim as stored the reconcile's, and the
+// base of its status write, so nothing older is written over it.
+func adopt(s *scope, stored *hypervisorv1alpha1.MachineClaim) {
 	s.claim.Status = *stored.Status.DeepCopy()
 	s.claim.ResourceVersion = stored.ResourceVersion
 	s.patch.Rebase()
-	return true, nil
 }
 
 // deadlines retires a machine not Ready within the provisioning timeout,

@@ -1,11 +1,16 @@
 package standby
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,9 +18,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
@@ -200,6 +211,9 @@ func burst(b *testing.B, n int, mode string) {
 		readyAt = time.Now()
 	}
 	idleBefore, bindsBefore, missesBefore := idleSeconds(b), binds(b), misses(b)
+	cpuBefore, errCPU := proc.ReadMachine()
+	requestsBefore := apiRequests(b)
+	stopProfile := profileCPU(b, fmt.Sprintf("%s-%d", mode, n))
 	b.StartTimer()
 	ids := map[int64]bool{}
 	for range n {
@@ -220,6 +234,7 @@ func burst(b *testing.B, n int, mode string) {
 		return len(waits) == n, fmt.Sprintf("%d of %d jobs started; %s", len(waits), n, machineErrors())
 	})
 	b.StopTimer()
+	stopProfile()
 	idle := idleSeconds(b) - idleBefore
 	took := int(binds(b) - bindsBefore)
 	slices.Sort(waits)
@@ -238,6 +253,13 @@ func burst(b *testing.B, n int, mode string) {
 			idle/60/float64(n), mode, idle, time.Since(readyAt).Round(time.Second), n, mode, keep)
 	}
 	fmt.Printf("  %d claims fitted and found no standby machine free; %s\n", int(misses(b)-missesBefore), machineErrors())
+	if misses(b) > missesBefore || len(lab.Agents().Errors()) > 0 {
+		fmt.Printf("  what the operator said, by reason (Warning events with their last message): %s\n", eventsIn(ctx, b, ns))
+	}
+	fmt.Printf("  API server requests, queued → last started: %s\n", requestsSince(apiRequests(b), requestsBefore))
+	if cpuAfter, err := proc.ReadMachine(); errCPU == nil && err == nil {
+		fmt.Printf("  machine CPU, queued → last started: %s\n", cpuAfter.Since(cpuBefore))
+	}
 	b.ReportMetric(percentile.Millis(percentile.Of(waits, 50)), "start-p50-ms")
 	b.ReportMetric(percentile.Millis(percentile.Of(waits, 99)), "start-p99-ms")
 	b.ReportMetric(idle/60/float64(n), "idle-machine-min/job")
@@ -364,4 +386,129 @@ func describeStandby(ctx context.Context, ns string) string {
 func machineErrors() string {
 	errs := lab.Agents().Errors()
 	return fmt.Sprintf("%d machine errors, the last: %v", len(errs), errs[max(len(errs)-3, 0):])
+}
+
+// profileCPU writes a CPU profile of the benchmark's process (the manager,
+// the simulators and the stand-in machines; not the API server) from the
+// jobs queued to the last started, as STANDBY_CPUPROFILE/<name>.pprof,
+// when STANDBY_CPUPROFILE names a directory: where the burst's time goes.
+// It returns what stops the profile.
+func profileCPU(b *testing.B, name string) func() {
+	dir := os.Getenv("STANDBY_CPUPROFILE")
+	if dir == "" {
+		return func() {}
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Error(err)
+		}
+	}
+}
+
+// apiRequests reads the API server's apiserver_request_total: how many
+// requests it served, by verb and resource, and how many it answered 409.
+func apiRequests(b *testing.B) map[string]float64 {
+	b.Helper()
+	rc, err := rest.RESTClientFor(restConfig())
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := rc.Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	out := map[string]float64{}
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		l := map[string]string{}
+		for _, p := range m.GetLabel() {
+			l[p.GetName()] = p.GetValue()
+		}
+		key := l["verb"] + " " + l["resource"]
+		if l["subresource"] != "" {
+			key += "/" + l["subresource"]
+		}
+		out[key] += m.GetCounter().GetValue()
+		if l["code"] == "409" {
+			out["409 answers"] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+func restConfig() *rest.Config {
+	cfg := testenv.Config()
+	cfg.GroupVersion = &schema.GroupVersion{}
+	cfg.NegotiatedSerializer = scheme.Codecs.WithoutConversion()
+	return cfg
+}
+
+// requestsSince reads "PATCH machineclaims 300, …", the requests served
+// after before, the most first.
+func requestsSince(now, before map[string]float64) string {
+	type kv struct {
+		k string
+		v float64
+	}
+	var d []kv
+	total := 0.0
+	for k, v := range now {
+		if n := v - before[k]; n > 0 {
+			d = append(d, kv{k, n})
+			if k != "409 answers" {
+				total += n
+			}
+		}
+	}
+	slices.SortFunc(d, func(a, b kv) int { return cmp.Or(cmp.Compare(b.v, a.v), strings.Compare(a.k, b.k)) })
+	parts := []string{fmt.Sprintf("%.0f in all", total)}
+	for _, e := range d {
+		parts = append(parts, fmt.Sprintf("%s %.0f", e.k, e.v))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// eventsIn reads the events of namespace ns counted by object kind and
+// reason, with the last message of each Warning: what went wrong in a
+// burst that missed.
+func eventsIn(ctx context.Context, b *testing.B, ns string) string {
+	b.Helper()
+	var list eventsv1.EventList
+	if err := testenv.Client().List(ctx, &list, client.InNamespace(ns)); err != nil {
+		return err.Error()
+	}
+	counts, last := map[string]int{}, map[string]string{}
+	for _, e := range list.Items {
+		key := e.Regarding.Kind + "/" + e.Reason
+		n := 1
+		if e.Series != nil {
+			n = max(1, int(e.Series.Count))
+		}
+		counts[key] += n
+		if e.Type == corev1.EventTypeWarning {
+			last[key] = e.Regarding.Name + ": " + e.Note
+		}
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		part := fmt.Sprintf("%s %d", k, counts[k])
+		if m, ok := last[k]; ok {
+			part += fmt.Sprintf(" (%q)", m)
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }

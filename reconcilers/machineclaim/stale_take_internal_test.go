@@ -1,0 +1,99 @@
+package machineclaim
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
+	"github.com/hyperfleet/hyperfleet/apis/meta"
+	"github.com/hyperfleet/hyperfleet/internal/testenv"
+	"github.com/hyperfleet/hyperfleet/providers"
+	"github.com/hyperfleet/hyperfleet/reconcilers/skeleton"
+	"github.com/hyperfleet/hyperfleet/reconcilers/standby"
+)
+
+// A claim read from a cache that does not yet show the machine it took a
+// moment ago (as stored, its status names it) takes no second standby
+// machine: it goes on with the one it has. Before, it bound the free
+// standby claim beside it, and the machine it had taken was lost.
+func TestAClaimReadStaleAfterItsTakeTakesNoSecondMachine(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t)
+	c := testenv.Client()
+	// Templates that do not exist: the suite's operator, which reconciles
+	// these claims too, only reports them waiting for it.
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "stale-take", Namespace: ns, Generation: 1},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "pve"},
+			Standby:    &hypervisorv1alpha1.StandbySpec{Hot: 1},
+		},
+	}
+	free := &hypervisorv1alpha1.MachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "free", Namespace: ns,
+			Labels:      map[string]string{standby.TemplateLabel: tmpl.Name},
+			Annotations: map[string]string{standby.GenerationAnnotation: "1"}},
+		Spec: hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: tmpl.Name}},
+	}
+	taker := &hypervisorv1alpha1.MachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "taker", Namespace: ns},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: tmpl.Name}},
+	}
+	for _, o := range []*hypervisorv1alpha1.MachineClaim{free, taker} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// What the cache shows of the taker: as made, no machine.
+	stale := taker.DeepCopy()
+	start := metav1.NewTime(time.Now())
+	for o, st := range map[*hypervisorv1alpha1.MachineClaim]hypervisorv1alpha1.MachineClaimStatus{
+		taker: {Phase: hypervisorv1alpha1.MachineReady, ClusterName: "pve", MachineName: "taken-a-moment-ago", StartTime: &start},
+		free:  {Phase: hypervisorv1alpha1.MachineReady, ClusterName: "pve", MachineName: "free-machine"},
+	} {
+		patch := client.MergeFrom(o.DeepCopy())
+		o.Status = st
+		if err := c.Status().Patch(ctx, o, patch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.Get(ctx, client.ObjectKeyFromObject(free), free); err != nil {
+		t.Fatal(err)
+	}
+	if !standby.Free(free, tmpl) {
+		t.Fatalf("the standby claim beside it is not free, the test proves nothing: %+v", free.Status)
+	}
+
+	r := &Reconciler{Client: c, APIReader: c, Recorder: events.NewFakeRecorder(100), Clock: clock.RealClock{}}
+	s := &scope{claim: stale, patch: skeleton.NewStatusPatch(c, stale), now: time.Now(), template: tmpl, provider: owners{}}
+	if _, err := r.take(ctx, s); err != nil {
+		t.Fatal(err)
+	}
+	err := c.Get(ctx, client.ObjectKeyFromObject(free), free)
+	switch {
+	case apierrors.IsNotFound(err):
+		t.Fatalf("the claim took a second machine: standby claim %s was taken and deleted", free.Name)
+	case err != nil:
+		t.Fatal(err)
+	}
+	if b, bound := standby.BoundTo(free); bound {
+		t.Errorf("the claim took a second machine: standby claim %s is bound to %s", free.Name, b.Name)
+	}
+	if s.claim.Status.MachineName != "taken-a-moment-ago" {
+		t.Errorf("the reconcile goes on with machine %q; want the one the claim took, as stored", s.claim.Status.MachineName)
+	}
+}
+
+// owners is a provider that can hand machines over, and nothing else.
+type owners struct{ providers.Hypervisor }
+
+func (owners) ChangeOwner(context.Context, providers.MachineRef, providers.Owner, providers.Owner) error {
+	return nil
+}
