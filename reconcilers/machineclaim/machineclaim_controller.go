@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
@@ -83,6 +84,9 @@ type Reconciler struct {
 	// bound: the standby claim this process bound for a claim, until the
 	// cache shows the binding (standby.go).
 	bound skeleton.Memory[binding]
+	// attestSecrets: the claim's join-token Secret as read or made, until
+	// its machine starts (attest.go).
+	attestSecrets skeleton.Memory[*corev1.Secret]
 	// binding: the standby claims this process binds or just bound, which
 	// its other binds pass over (reservations.go).
 	binding reservations
@@ -280,7 +284,7 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.MachineClaim,
 			Events: func(s *scope, read, written *hypervisorv1alpha1.MachineClaim, summary conditions.Summary) {
 				r.recordTransition(written, read.Status.Phase, summary, s)
 			},
-			Memory: []skeleton.Forgetter{&r.backoff, &r.booting, &r.bound},
+			Memory: []skeleton.Forgetter{&r.backoff, &r.booting, &r.bound, &r.attestSecrets},
 		},
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/cache"
+	"k8s.io/utils/clock"
 )
 
 // reservationTTL is how long a standby claim this process bound (or tried
@@ -21,28 +23,27 @@ const reservationTTL = 15 * time.Second
 // fifth of the burst's requests). A worker passes over what another has
 // reserved instead. Exactly-once rests on the patch's resourceVersion
 // precondition, not on this: another replica, or this one after a restart,
-// knows none of it, and only loses a patch.
+// knows none of it, and only loses a patch. The expiry is apimachinery's
+// (cache.Expiring); the lock makes look-then-reserve one step.
 type reservations struct {
-	mu sync.Mutex
-	m  map[types.UID]time.Time
+	// Clock tells the expiry (the real clock when nil).
+	Clock clock.Clock
+
+	mu   sync.Mutex
+	held *cache.Expiring
 }
 
-// reserve reserves uid at now; false if it is reserved already.
-func (r *reservations) reserve(uid types.UID, now time.Time) bool {
+// reserve reserves uid; false if it is reserved already.
+func (r *reservations) reserve(uid types.UID) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.m == nil {
-		r.m = map[types.UID]time.Time{}
+	if r.held == nil {
+		r.held = cache.NewExpiringWithClock(r.clock())
 	}
-	for u, at := range r.m {
-		if now.Sub(at) >= reservationTTL {
-			delete(r.m, u)
-		}
-	}
-	if _, held := r.m[uid]; held {
+	if _, held := r.held.Get(uid); held {
 		return false
 	}
-	r.m[uid] = now
+	r.held.Set(uid, struct{}{}, reservationTTL)
 	return true
 }
 
@@ -50,5 +51,14 @@ func (r *reservations) reserve(uid types.UID, now time.Time) bool {
 func (r *reservations) release(uid types.UID) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.m, uid)
+	if r.held != nil {
+		r.held.Delete(uid)
+	}
+}
+
+func (r *reservations) clock() clock.Clock {
+	if r.Clock == nil {
+		return clock.RealClock{}
+	}
+	return r.Clock
 }

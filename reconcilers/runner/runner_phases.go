@@ -58,8 +58,15 @@ func (r *Reconciler) load(ctx context.Context, key types.NamespacedName) (*scope
 		// Deleted outside the retire path (kubectl delete): its bootstrap
 		// Secret would stay if its own finalizer missed it (a Secret still
 		// owned by the pool); its user data was read at boot.
-		r.forget(key)
-		return nil, ctrl.Result{}, r.deleteBootstrapSecret(ctx, c)
+		r.written.Forget(key)
+		if _, done := r.deleted.Load(c); done {
+			return nil, ctrl.Result{}, nil
+		}
+		if err := r.deleteBootstrapSecret(ctx, c); err != nil {
+			return nil, ctrl.Result{}, err
+		}
+		r.deleted.Store(c, struct{}{})
+		return nil, ctrl.Result{}, nil
 	}
 	pool := &hypervisorv1alpha1.RunnerPool{}
 	if err := r.Client.Get(ctx, types.NamespacedName{Namespace: c.Namespace, Name: poolName}, pool); err != nil {
@@ -215,10 +222,17 @@ func (r *Reconciler) retire(ctx context.Context, s *scope, scaledDown bool) (ske
 		r.Recorder.Eventf(s.pool, c, corev1.EventTypeWarning, "RegistrationTimeout", "Retire",
 			"Runner %s did not come online within %s; removed its registration and machine", c.Name, runnerstate.RegistrationTimeout(s.pool))
 	}
+	if _, done := r.deleted.Load(c); done {
+		return skeleton.Stop(), nil // the cache does not show the deletion yet
+	}
 	if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 		return skeleton.Stop(), err
 	}
-	return skeleton.Stop(), r.deleteBootstrapSecret(ctx, c)
+	if err := r.deleteBootstrapSecret(ctx, c); err != nil {
+		return skeleton.Stop(), err
+	}
+	r.deleted.Store(c, struct{}{})
+	return skeleton.Stop(), nil
 }
 
 // takeBack withdraws the pool's request to retire a runner that took a

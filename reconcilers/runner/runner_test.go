@@ -38,8 +38,9 @@ type lab struct {
 	pool  *hypervisorv1alpha1.RunnerPool
 	clock *clocktesting.FakeClock
 
-	mu      sync.Mutex
-	patches int
+	mu            sync.Mutex
+	patches       int
+	secretDeletes int
 }
 
 var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -79,6 +80,14 @@ func newLab(t *testing.T, phase hypervisorv1alpha1.MachinePhase) *lab {
 				l.patches++
 				l.mu.Unlock()
 				return c.Patch(ctx, obj, patch, opts...)
+			},
+			Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+				if _, ok := obj.(*corev1.Secret); ok {
+					l.mu.Lock()
+					l.secretDeletes++
+					l.mu.Unlock()
+				}
+				return c.Delete(ctx, obj, opts...)
 			},
 		}).Build()
 	l.r = &Reconciler{
@@ -246,5 +255,52 @@ func TestClaimLabelledButNotControlledIsLeftAlone(t *testing.T) {
 	}
 	if !l.exists(t, c, "p-a") || !l.exists(t, &corev1.Secret{}, runnerstate.BootstrapSecretName("p-a")) {
 		t.Fatal("a claim its pool does not control, or its Secret, was deleted")
+	}
+}
+
+// A claim being deleted is reconciled again before the cache shows it, and
+// at each status write of its finalization: its bootstrap Secret is
+// deleted once, not at every one, whether the claim was deleted by hand or
+// retired by its runner's reconciler.
+func TestARunnersSecretIsDeletedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		phase  hypervisorv1alpha1.MachinePhase
+		byHand bool
+	}{
+		{"deleted by hand", hypervisorv1alpha1.MachineStopping, true},
+		{"retired, its machine ended", hypervisorv1alpha1.MachineTerminated, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newLab(t, tc.phase)
+			claim := &hypervisorv1alpha1.MachineClaim{}
+			if !l.exists(t, claim, "p-a") {
+				t.Fatal("no claim")
+			}
+			// Its finalizer keeps it, deleting, for the reconciles below.
+			claim.Finalizers = []string{hypervisorv1alpha1.MachineClaimFinalizer}
+			if err := l.c.Update(t.Context(), claim); err != nil {
+				t.Fatal(err)
+			}
+			if tc.byHand {
+				if err := l.c.Delete(t.Context(), claim); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				l.register(t) // registered, its machine ended: retired at once
+			}
+			for range 3 {
+				l.reconcile(t)
+			}
+			if !l.exists(t, claim, "p-a") || claim.DeletionTimestamp.IsZero() {
+				t.Fatal("the claim is not being deleted")
+			}
+			if l.exists(t, &corev1.Secret{}, runnerstate.BootstrapSecretName("p-a")) {
+				t.Fatal("the runner's bootstrap Secret was not deleted")
+			}
+			if l.secretDeletes != 1 {
+				t.Errorf("three reconciles asked for the Secret's deletion %d times; want once", l.secretDeletes)
+			}
+		})
 	}
 }
