@@ -293,7 +293,10 @@ func blockerOf(c *hypervisorv1alpha1.MachineClaim) *blocker {
 	}
 	if stalled {
 		b := &blocker{state: conditions.Stalled, reason: ready.Reason, message: ready.Message}
-		if c.Status.Phase == "" || c.Status.Phase == hypervisorv1alpha1.MachinePending {
+		// Stopped short before its VM ever ran (a template the provider
+		// refuses at create): Pending, whichever order the claim's
+		// checkpoint and its Stalled write reached the desk in.
+		if c.Status.Phase == "" || c.Status.Phase == hypervisorv1alpha1.MachinePending || c.Status.StartTime == nil {
 			b.phase = cyberdeskv1alpha1.CyberdeskPending
 		}
 		return b

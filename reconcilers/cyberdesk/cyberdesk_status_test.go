@@ -181,3 +181,36 @@ func TestTakenNameIsPendingInEveryOrder(t *testing.T) {
 		})
 	}
 }
+
+// A desk whose claim stalled before its VM ever ran (the provider refused
+// the template at create) is Pending, even when the claim's checkpoint had
+// made it Provisioning first; one whose VM ran keeps its phase.
+func TestAClaimStalledBeforeItsVMRanIsAPendingDesk(t *testing.T) {
+	started := metav1.Now()
+	for _, tc := range []struct {
+		name       string
+		claimPhase hypervisorv1alpha1.MachinePhase
+		start      *metav1.Time
+		want       cyberdeskv1alpha1.CyberdeskPhase
+	}{
+		{"before any checkpoint", "", nil, cyberdeskv1alpha1.CyberdeskPending},
+		{"after the checkpoint", hypervisorv1alpha1.MachineProvisioning, nil, cyberdeskv1alpha1.CyberdeskPending},
+		{"after its VM ran", hypervisorv1alpha1.MachineReady, &started, cyberdeskv1alpha1.CyberdeskRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			claim := &hypervisorv1alpha1.MachineClaim{ObjectMeta: metav1.ObjectMeta{Name: "dave", Namespace: "desks", Generation: 1}}
+			claim.Status.Phase, claim.Status.StartTime = tc.claimPhase, tc.start
+			conditions.Set(claim, 1, conditions.Summary{State: conditions.Stalled, Reason: "TemplateInvalid",
+				Message: "the template uses ${desk_owner}, which is not a variable"})
+			d := &cyberdeskv1alpha1.Cyberdesk{ObjectMeta: metav1.ObjectMeta{Name: "dave", Namespace: "desks", Generation: 1}}
+			d.Status.Phase = cyberdeskv1alpha1.CyberdeskProvisioning
+			if tc.start != nil {
+				d.Status.Phase = cyberdeskv1alpha1.CyberdeskRunning
+			}
+			got := computeStatus(&scope{desk: d, claim: claim, blocked: blockerOf(claim)}, nil)
+			if d.Status.Phase != tc.want || got.Reason != "TemplateInvalid" || got.State != conditions.Stalled {
+				t.Errorf("desk %s %s %v, want %s TemplateInvalid Stalled", d.Status.Phase, got.Reason, got.State, tc.want)
+			}
+		})
+	}
+}

@@ -90,6 +90,13 @@ type Reconciler struct {
 	// binding: the standby claims this process binds or just bound, which
 	// its other binds pass over (reservations.go).
 	binding reservations
+	// written: the status this process last wrote for each claim, until
+	// the cache shows it. A claim is reconciled again at once by its own
+	// objects' events (a standby claim deleted, a Secret handed over, the
+	// attestation endpoint's write): from a cache behind its write, it
+	// wrote its phase again and reported each transition again (about 3
+	// Ready events a runner's claim in a burst of 100).
+	written skeleton.WrittenStatus[*hypervisorv1alpha1.MachineClaim]
 }
 
 // +kubebuilder:rbac:groups=hypervisor.hyperfleet.io,resources=machineclaims,verbs=get;list;watch;update;patch;delete
@@ -284,7 +291,11 @@ func (r *Reconciler) driver() *skeleton.Driver[*hypervisorv1alpha1.MachineClaim,
 			Events: func(s *scope, read, written *hypervisorv1alpha1.MachineClaim, summary conditions.Summary) {
 				r.recordTransition(written, read.Status.Phase, summary, s)
 			},
-			Memory: []skeleton.Forgetter{&r.backoff, &r.booting, &r.bound, &r.attestSecrets},
+			Memory:  []skeleton.Forgetter{&r.backoff, &r.booting, &r.bound, &r.attestSecrets},
+			Written: &r.written,
+			CopyStatus: func(dst, src *hypervisorv1alpha1.MachineClaim) {
+				dst.Status = *src.Status.DeepCopy()
+			},
 		},
 	}
 }

@@ -97,3 +97,40 @@ type owners struct{ providers.Hypervisor }
 func (owners) ChangeOwner(context.Context, providers.MachineRef, providers.Owner, providers.Owner) error {
 	return nil
 }
+
+// A claim that finds no standby machine free (a burst bigger than the hot
+// count) reads nothing past the cache: it reads itself as stored only when
+// it is about to bind.
+func TestAClaimThatFindsNoStandbyMachineReadsNothingPastTheCache(t *testing.T) {
+	ctx := context.Background()
+	ns := testenv.Namespace(t)
+	c := testenv.Client()
+	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: "none-free", Namespace: ns, Generation: 1},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "pve"},
+			Standby:    &hypervisorv1alpha1.StandbySpec{Hot: 1},
+		},
+	}
+	claim := &hypervisorv1alpha1.MachineClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "misses", Namespace: ns},
+		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: tmpl.Name}},
+	}
+	if err := c.Create(ctx, claim); err != nil {
+		t.Fatal(err)
+	}
+	reads := &countingReader{Reader: c}
+	r := &Reconciler{Client: c, APIReader: reads, Recorder: events.NewFakeRecorder(100), Clock: clock.RealClock{}}
+	for range 3 {
+		s := &scope{claim: claim.DeepCopy(), patch: skeleton.NewStatusPatch(c, claim), now: time.Now(), template: tmpl, provider: owners{}}
+		if _, err := r.take(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+		if s.claim.Status.MachineName != "" {
+			t.Fatalf("the claim took machine %q; no standby machine exists", s.claim.Status.MachineName)
+		}
+	}
+	if reads.gets != 0 {
+		t.Errorf("3 reconciles of a claim with no standby machine free read past the cache %d times; want 0", reads.gets)
+	}
+}

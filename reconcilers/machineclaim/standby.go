@@ -43,12 +43,7 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 	if _, ok := s.provider.(providers.OwnerChanger); !ok {
 		return skeleton.Continue(), nil
 	}
-	if took, err := r.tookAlready(ctx, s); err != nil {
-		return skeleton.Stop(), err
-	} else if took {
-		return r.take(ctx, s) // on with the machine it has, as stored
-	}
-	sb, err := r.bind(ctx, s, func(sb *hypervisorv1alpha1.MachineClaim) bool {
+	sb, free, err := r.candidates(ctx, s, func(sb *hypervisorv1alpha1.MachineClaim) bool {
 		if standby.IsWarm(sb) {
 			return warm
 		}
@@ -56,6 +51,16 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 	})
 	if err != nil {
 		return skeleton.Stop(), err
+	}
+	if sb == nil && len(free) > 0 {
+		if took, err := r.tookAlready(ctx, s); err != nil {
+			return skeleton.Stop(), err
+		} else if took {
+			return r.take(ctx, s) // on with the machine it has, as stored
+		}
+		if sb, err = r.bind(ctx, s, free); err != nil {
+			return skeleton.Stop(), err
+		}
 	}
 	if sb == nil {
 		standbyMisses.WithLabelValues(string(c.Status.Provider)).Inc()
@@ -106,7 +111,8 @@ func (r *Reconciler) take(ctx context.Context, s *scope) (skeleton.Result, error
 // second one, and the first machine's agent found no claim holding it
 // (measured: in 3 of 9 bursts of 100 jobs on 100 hot machines, 3 to 10
 // machines were lost so, and as many jobs waited for a clone). One GET per
-// claim about to bind.
+// claim about to bind, only when a standby machine is free: a claim that
+// finds none (a burst bigger than the hot count) pays nothing more.
 func (r *Reconciler) tookAlready(ctx context.Context, s *scope) (bool, error) {
 	stored := &hypervisorv1alpha1.MachineClaim{}
 	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(s.claim), stored); err != nil {
@@ -120,21 +126,20 @@ func (r *Reconciler) tookAlready(ctx context.Context, s *scope) (bool, error) {
 	return true, nil
 }
 
-// bind finds the standby claim bound to this claim already (a reconcile
-// that bound one and then failed to record it), or binds a free one: the
-// resourceVersion precondition lets exactly one claim win each. nil: none
-// free.
-func (r *Reconciler) bind(ctx context.Context, s *scope, fits func(*hypervisorv1alpha1.MachineClaim) bool) (*hypervisorv1alpha1.MachineClaim, error) {
+// candidates finds the standby claim bound to this claim already (a
+// reconcile that bound one and then failed to record it), or else the free
+// ones that fit, in the order to try them: hot before warm, oldest first.
+func (r *Reconciler) candidates(ctx context.Context, s *scope, fits func(*hypervisorv1alpha1.MachineClaim) bool) (mine *hypervisorv1alpha1.MachineClaim, free []*hypervisorv1alpha1.MachineClaim, err error) {
 	c := s.claim
 	var list hypervisorv1alpha1.MachineClaimList
 	if err := r.Client.List(ctx, &list, client.InNamespace(c.Namespace),
 		client.MatchingLabels{standby.TemplateLabel: s.template.Name}); err != nil {
-		return nil, fmt.Errorf("listing the standby machines of template %s: %w", s.template.Name, err)
+		return nil, nil, fmt.Errorf("listing the standby machines of template %s: %w", s.template.Name, err)
 	}
 	// What this process bound for the claim, in case the cache does not
 	// show it yet.
 	remembered, _ := r.bound.Load(c)
-	free := make([]*hypervisorv1alpha1.MachineClaim, 0, len(list.Items))
+	free = make([]*hypervisorv1alpha1.MachineClaim, 0, len(list.Items))
 	for i := range list.Items {
 		sb := &list.Items[i]
 		b, bound := standby.BoundTo(sb)
@@ -146,7 +151,7 @@ func (r *Reconciler) bind(ctx context.Context, s *scope, fits func(*hypervisorv1
 			// Recorded only while young: older, its standby claim may
 			// be undoing it (standby.BindGrace); it is left to.
 			if s.now.Sub(b.At) < standby.RecordWithin && sb.Status.MachineName != "" && sb.DeletionTimestamp.IsZero() {
-				return sb, nil
+				return sb, nil, nil
 			}
 			continue
 		}
@@ -159,6 +164,14 @@ func (r *Reconciler) bind(ctx context.Context, s *scope, fits func(*hypervisorv1
 	slices.SortStableFunc(free, func(a, b *hypervisorv1alpha1.MachineClaim) int {
 		return cmp.Compare(b2i(standby.IsWarm(a)), b2i(standby.IsWarm(b)))
 	})
+	return nil, free, nil
+}
+
+// bind binds the first of free no other claim wins first: the
+// resourceVersion precondition lets exactly one claim win each. nil: every
+// one went to another claim.
+func (r *Reconciler) bind(ctx context.Context, s *scope, free []*hypervisorv1alpha1.MachineClaim) (*hypervisorv1alpha1.MachineClaim, error) {
+	c := s.claim
 	for _, sb := range free {
 		if !r.binding.reserve(sb.UID) {
 			continue // another worker of this process binds it, or did a moment ago

@@ -91,6 +91,12 @@ func (d *Demand) record(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool
 	if next.Rank() <= hypervisorv1alpha1.JobQueued.Rank() {
 		rec.Status.QueuedAt = &t
 	}
+	key := types.NamespacedName{Namespace: pool.Namespace, Name: rec.Name}
+	if next.Rank() > hypervisorv1alpha1.JobQueued.Rank() {
+		if changed, waited, done, err := d.advanceCached(ctx, key, job, next, source, now); done {
+			return nil, changed, waited, err
+		}
+	}
 	// The pool owns its records: deleting it deletes them.
 	if err := controllerutil.SetControllerReference(pool, rec, d.Client.Scheme()); err != nil {
 		return nil, false, 0, err
@@ -102,8 +108,33 @@ func (d *Demand) record(ctx context.Context, pool *hypervisorv1alpha1.RunnerPool
 	if !apierrors.IsAlreadyExists(err) {
 		return nil, false, 0, fmt.Errorf("recording job %d as RunnerJob %s/%s: %w", job.ID, pool.Namespace, rec.Name, err)
 	}
-	changed, waited, err := d.advance(ctx, types.NamespacedName{Namespace: pool.Namespace, Name: rec.Name}, job, next, source, now)
+	changed, waited, err := d.advance(ctx, key, job, next, source, now)
 	return nil, changed, waited, err
+}
+
+// advanceCached moves the record of a job that started or ended forward
+// from the cache's copy, which almost always exists (the job was recorded
+// queued first) and is current: a patch with its resourceVersion as
+// precondition, one request. Before, each such delivery was a create
+// answered AlreadyExists, a read past the cache and a patch. done is false
+// when the cache does not have the record (it is created), and a conflict
+// (the cache was behind) goes on from a fresh read.
+func (d *Demand) advanceCached(ctx context.Context, key types.NamespacedName, job github.JobEvent, next hypervisorv1alpha1.RunnerJobState, source string, now time.Time) (changed bool, waited time.Duration, done bool, err error) {
+	cur := &hypervisorv1alpha1.RunnerJob{}
+	if err := d.Client.Get(ctx, key, cur); err != nil {
+		if apierrors.IsNotFound(err) {
+			return false, 0, false, nil
+		}
+		return false, 0, true, fmt.Errorf("reading RunnerJob %s: %w", key, err)
+	}
+	changed, waited, err = d.advanceFrom(ctx, cur, job, next, source, now, client.MergeFromWithOptimisticLock{})
+	switch {
+	case apierrors.IsConflict(err):
+		changed, waited, err = d.advance(ctx, key, job, next, source, now)
+	case apierrors.IsNotFound(err):
+		return false, 0, false, nil // pruned since: recorded anew
+	}
+	return changed, waited, true, err
 }
 
 // advance moves an existing record forward to next. The API server refuses
@@ -121,7 +152,9 @@ func (d *Demand) advance(ctx context.Context, key types.NamespacedName, job gith
 }
 
 // advanceFrom moves rec forward to next; rec is the state it was read in.
-func (d *Demand) advanceFrom(ctx context.Context, rec *hypervisorv1alpha1.RunnerJob, job github.JobEvent, next hypervisorv1alpha1.RunnerJobState, source string, now time.Time) (bool, time.Duration, error) {
+// With the optimistic lock, a conflict and a not-found come back as they
+// are, for the caller to read afresh.
+func (d *Demand) advanceFrom(ctx context.Context, rec *hypervisorv1alpha1.RunnerJob, job github.JobEvent, next hypervisorv1alpha1.RunnerJobState, source string, now time.Time, opts ...client.MergeFromOption) (bool, time.Duration, error) {
 	if rec.Status.State.Rank() >= next.Rank() {
 		return false, 0, nil // a redelivery, or news older than what is recorded
 	}
@@ -138,9 +171,12 @@ func (d *Demand) advanceFrom(ctx context.Context, rec *hypervisorv1alpha1.Runner
 	if job.RunnerName != "" {
 		rec.Status.RunnerName = job.RunnerName
 	}
-	if err := d.Client.Patch(ctx, rec, client.MergeFrom(base)); err != nil {
+	if err := d.Client.Patch(ctx, rec, client.MergeFromWithOptions(base, opts...)); err != nil {
 		*rec = *base
+		locked := len(opts) > 0
 		switch {
+		case locked && (apierrors.IsConflict(err) || apierrors.IsNotFound(err)):
+			return false, 0, err
 		case apierrors.IsNotFound(err):
 			return false, 0, nil
 		case apierrors.IsInvalid(err):

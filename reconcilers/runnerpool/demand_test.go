@@ -170,3 +170,69 @@ func TestDemandWant(t *testing.T) {
 		}
 	}
 }
+
+// A job that starts or ends moves its record forward with one request
+// (a patch of the cached copy, its resourceVersion the precondition), not
+// a create refused AlreadyExists, a read past the cache and a patch; and a
+// cache behind the record still moves it only forward.
+func TestRecordAdvancesFromTheCacheInOneRequest(t *testing.T) {
+	ctx := context.Background()
+	pool := demandPool(t)
+	c := &requestCounter{Client: testenv.Client()}
+	fresh := &requestCounter{Client: testenv.Client()}
+	d := &Demand{Client: c, Reader: fresh}
+	now := time.Unix(1_800_000_000, 0)
+	ev := func(a github.JobAction) github.JobEvent {
+		return github.JobEvent{ID: 21, RunID: 9, Action: a, Owner: "acme", Repository: "widgets", RunnerName: "runner-a"}
+	}
+	if _, _, err := d.Record(ctx, pool, ev(github.JobQueued), SourceWebhook, now); err != nil {
+		t.Fatal(err)
+	}
+	queued := getJob(t, pool.Namespace, 21)
+	for i, a := range []github.JobAction{github.JobInProgress, github.JobCompleted} {
+		c.writes, fresh.reads = 0, 0
+		changed, _, err := d.Record(ctx, pool, ev(a), SourceWebhook, now.Add(time.Duration(i+1)*time.Second))
+		if err != nil || !changed {
+			t.Fatalf("%s: changed %v, %v", a, changed, err)
+		}
+		if c.writes != 1 || fresh.reads != 0 {
+			t.Errorf("%s: %d writes and %d reads past the cache; want 1 and 0", a, c.writes, fresh.reads)
+		}
+	}
+	// The cache still shows the record queued; stored, it is completed.
+	c.stale = queued
+	changed, _, err := d.Record(ctx, pool, ev(github.JobInProgress), SourceWebhook, now.Add(time.Minute))
+	if err != nil || changed {
+		t.Fatalf("in_progress after completed, from a stale cache: changed %v, %v; want no change", changed, err)
+	}
+	if got := getJob(t, pool.Namespace, 21).Status.State; got != hypervisorv1alpha1.JobCompleted {
+		t.Fatalf("state %s after a stale in_progress; want Completed", got)
+	}
+}
+
+// requestCounter counts the writes and the reads that go through it; Get
+// answers stale, when set, as a cache behind the API server would.
+type requestCounter struct {
+	client.Client
+	writes, reads int
+	stale         *hypervisorv1alpha1.RunnerJob
+}
+
+func (c *requestCounter) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	c.reads++
+	if j, ok := obj.(*hypervisorv1alpha1.RunnerJob); ok && c.stale != nil {
+		c.stale.DeepCopyInto(j)
+		return nil
+	}
+	return c.Client.Get(ctx, key, obj, opts...)
+}
+
+func (c *requestCounter) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	c.writes++
+	return c.Client.Create(ctx, obj, opts...)
+}
+
+func (c *requestCounter) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	c.writes++
+	return c.Client.Patch(ctx, obj, patch, opts...)
+}

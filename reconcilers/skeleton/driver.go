@@ -109,7 +109,7 @@ func (d *Driver[T, S]) Reconcile(ctx context.Context, req ctrl.Request) (result 
 			d.forget(key)
 		case patch.Concluded():
 			if written {
-				k.Written.remember(key, readRV, overlaid, obj, d.statusOf)
+				k.Written.remember(key, readRV, overlaid, obj, d.statusOf, patch.Checkpoints()...)
 			}
 			if k.Events != nil {
 				k.Events(s, patch.Read().(T), obj, summary)

@@ -43,6 +43,8 @@ type StatusPatch struct {
 	// concluded: Finalize wrote (or found nothing to write) a status that
 	// describes this reconcile; false after a conflict or a release.
 	concluded bool
+	// checkpoints are the resourceVersions Checkpoint wrote, in order.
+	checkpoints []string
 }
 
 // NewStatusPatch remembers obj as read, before any phase changes it.
@@ -168,9 +170,15 @@ func (p *StatusPatch) Checkpoint(ctx context.Context, summary conditions.Summary
 		return err
 	}
 	notify(concluded, true)
+	p.checkpoints = append(p.checkpoints, obj.GetResourceVersion())
 	p.Rebase()
 	return nil
 }
+
+// Checkpoints are the resourceVersions the reconcile's checkpoints wrote,
+// in order: versions a cache may show after the reconcile, older than its
+// final write.
+func (p *StatusPatch) Checkpoints() []string { return p.checkpoints }
 
 // IsConflict reports a conflict, or a create of something that exists
 // already: both mean the cache is behind the latest write.

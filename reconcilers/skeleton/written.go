@@ -62,10 +62,13 @@ func (w *WrittenStatus[T]) overlay(key types.NamespacedName, obj T, copyStatus f
 
 // remember notes the status of obj, just written over the version read at
 // readRV; overlaid says the read was overlaid with an earlier write, which
-// this one continues. statusOf returns obj's status in an otherwise empty
+// this one continues. checkpoints are the versions the reconcile wrote on
+// the way (StatusPatch.Checkpoint): older than obj's, the cache may show
+// any of them next. statusOf returns obj's status in an otherwise empty
 // object, called only when something was written.
-func (w *WrittenStatus[T]) remember(key types.NamespacedName, readRV string, overlaid bool, obj T, statusOf func(T) T) {
-	if obj.GetResourceVersion() == readRV {
+func (w *WrittenStatus[T]) remember(key types.NamespacedName, readRV string, overlaid bool, obj T, statusOf func(T) T, checkpoints ...string) {
+	latest := obj.GetResourceVersion()
+	if latest == readRV {
 		return // nothing was written
 	}
 	var chain []string
@@ -74,13 +77,15 @@ func (w *WrittenStatus[T]) remember(key types.NamespacedName, readRV string, ove
 		chain = append(chain, e.chain...)
 		chain = append(chain, e.latest)
 	}
-	if !slices.Contains(chain, readRV) {
-		chain = append(chain, readRV)
+	for _, rv := range append([]string{readRV}, checkpoints...) {
+		if rv != latest && !slices.Contains(chain, rv) {
+			chain = append(chain, rv)
+		}
 	}
 	if len(chain) > maxChain {
 		chain = chain[len(chain)-maxChain:]
 	}
-	w.m.Store(key, written[T]{chain: chain, latest: obj.GetResourceVersion(), status: statusOf(obj)})
+	w.m.Store(key, written[T]{chain: chain, latest: latest, status: statusOf(obj)})
 }
 
 // Forget drops the entry of the object named key.
