@@ -18,9 +18,13 @@ COPY providers/ providers/
 COPY reconcilers/ reconcilers/
 COPY samples/ samples/
 ARG VERSION=dev
+# TAGS=hourglass builds the Hourglass reconcilers alone (docs/install.md):
+# a smaller binary, and a smaller resident set, for an installation that
+# runs only Performers.
+ARG TAGS=""
 ARG TARGETOS
 ARG TARGETARCH
-RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath \
+RUN CGO_ENABLED=0 GOOS=${TARGETOS} GOARCH=${TARGETARCH} go build -trimpath -tags "${TAGS}" \
       -ldflags "-s -w -X github.com/hyperfleet/hyperfleet/internal/version.Version=${VERSION}" \
       -o /out/hyperfleet ./cmd/hyperfleet
 

@@ -58,6 +58,17 @@ if [ -n "$lab" ]; then
   exit 1
 fi
 
+# The Hourglass build (-tags hourglass) holds the Hourglass reconcilers
+# alone: none of the machines', desktops' or runners' clients, whose code
+# would be resident for nothing (docs/performance.md).
+machines='^(github.com/luthermonson/go-proxmox|kubevirt.io/|github.com/google/go-github/|github.com/spiffe/|google.golang.org/grpc$|github.com/actions/scaleset|github.com/google/go-tpm/|github.com/hyperfleet/hyperfleet/(providers/(proxmox|kubevirt|github|spire)|reconcilers/(machineclaim|runner|runnerpool|cyberdesk|attestation))(/|$))'
+held="$(go list -deps -tags hourglass ./cmd/hyperfleet | grep -E "$machines" || true)"
+if [ -n "$held" ]; then
+  echo "verify: the Hourglass build of cmd/hyperfleet links the machines' side (tag the file that imports it !hourglass):" >&2
+  echo "$held" >&2
+  exit 1
+fi
+
 # The README stays short and every relative link in it and docs/*.md reaches
 # a file, and a #anchor a heading (hack/mdlinks prints each file:line).
 if ! go run ./hack/mdlinks; then

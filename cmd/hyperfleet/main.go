@@ -6,7 +6,9 @@
 //	hyperfleet version  the build's version
 //
 // The sandbox is cmd/hyperfleet-dev (make dev): this binary holds the
-// product only.
+// product only. Built with -tags hourglass it holds the Hourglass
+// reconcilers alone, without tpm-provision and release-finalizers
+// (docs/install.md).
 package main
 
 import (
@@ -29,12 +31,9 @@ type command struct {
 }
 
 func commands() []command {
-	return []command{
-		{"run", "Run the manager against a cluster (kubeconfig or in-cluster).", runManager},
-		{"tpm-provision", "On a hypervisor host: put a DevID for a claim into its machine's TPM (attestation.method tpm).", runTPMProvision},
-		{"release-finalizers", "With the operator gone: remove its finalizers in a namespace, so it can be deleted (docs/uninstall.md).", runReleaseFinalizers},
-		{"version", "Print the version.", runVersion},
-	}
+	cs := []command{{"run", "Run the manager against a cluster (kubeconfig or in-cluster).", runManager}}
+	cs = append(cs, machineCommands()...)
+	return append(cs, command{"version", "Print the version.", runVersion})
 }
 
 func main() {

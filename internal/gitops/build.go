@@ -23,9 +23,11 @@ const (
 	CRDDir        = "kustomize/crd"
 	MonitoringDir = "kustomize/components/monitoring"
 	NamespacedDir = "kustomize/components/namespaced"
-	ChartDir      = "charts/hyperfleet"
-	HealthScript  = "argocd/health.lua"
-	ArgoCDPatch   = "argocd/argocd-cm-patch.yaml"
+	// HourglassOnlyDir runs the Hourglass build's reconcilers alone.
+	HourglassOnlyDir = "kustomize/components/hourglass-only"
+	ChartDir         = "charts/hyperfleet"
+	HealthScript     = "argocd/health.lua"
+	ArgoCDPatch      = "argocd/argocd-cm-patch.yaml"
 )
 
 // Overlays are the environments under overlays/.

@@ -19,8 +19,9 @@ const (
 	ControllerHourglass                 = "hourglass"
 )
 
-// AllControllers lists every name, in the order they are registered.
-var AllControllers = []string{
+// everyController lists every name of the full build, in the order they
+// are registered; AllControllers those of this build.
+var everyController = []string{
 	ControllerHypervisorCluster, ControllerHypervisorMachineTemplate, ControllerMachineClaim, ControllerOrphans,
 	ControllerCyberdesk, ControllerRunnerPool, ControllerHourglass,
 }
@@ -35,6 +36,9 @@ func (o *Options) runs(name string) bool {
 func checkControllers(names []string) error {
 	for _, n := range names {
 		if n != "*" && !slices.Contains(AllControllers, n) {
+			if slices.Contains(everyController, n) {
+				return fmt.Errorf("--controllers: %q is not in this build, which holds only %s; run the full hyperfleet build for it", n, strings.Join(AllControllers, ", "))
+			}
 			return fmt.Errorf("--controllers: unknown controller %q; known: *, %s", n, strings.Join(AllControllers, ", "))
 		}
 	}

@@ -3,10 +3,8 @@ package manager
 import (
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 
 	hypervisorv1alpha1 "github.com/hyperfleet/hyperfleet/apis/hypervisor/v1alpha1"
 )
@@ -69,29 +67,8 @@ func (in *interner) transform(obj any) (any, error) {
 		s.ClusterName, s.Node = in.str(s.ClusterName), in.str(s.Node)
 		s.TerminationReason = in.str(s.TerminationReason)
 		o.Spec.TemplateRef.Name = in.str(o.Spec.TemplateRef.Name)
-	case *kubevirtv1.VirtualMachine:
-		s := &o.Status
-		s.PrintableStatus = kubevirtv1.VirtualMachinePrintableStatus(in.str(string(s.PrintableStatus)))
-		for i := range s.Conditions {
-			c := &s.Conditions[i]
-			c.Type = kubevirtv1.VirtualMachineConditionType(in.str(string(c.Type)))
-			c.Status = in.conditionStatus(c.Status)
-			c.Reason, c.Message = in.str(c.Reason), in.str(c.Message)
-		}
-	case *kubevirtv1.VirtualMachineInstance:
-		s := &o.Status
-		s.Phase = kubevirtv1.VirtualMachineInstancePhase(in.str(string(s.Phase)))
-		s.NodeName, s.Reason = in.str(s.NodeName), in.str(s.Reason)
-		for i := range s.Conditions {
-			c := &s.Conditions[i]
-			c.Type = kubevirtv1.VirtualMachineInstanceConditionType(in.str(string(c.Type)))
-			c.Status = in.conditionStatus(c.Status)
-			c.Reason, c.Message = in.str(c.Reason), in.str(c.Message)
-		}
-		for i := range s.Interfaces {
-			s.Interfaces[i].Name = in.str(s.Interfaces[i].Name)
-			s.Interfaces[i].InterfaceName = in.str(s.Interfaces[i].InterfaceName)
-		}
+	default:
+		in.kubeVirt(obj)
 	}
 	return obj, nil
 }
@@ -140,6 +117,13 @@ func (in *interner) conditions(cs []metav1.Condition) {
 	}
 }
 
-func (in *interner) conditionStatus(s corev1.ConditionStatus) corev1.ConditionStatus {
-	return corev1.ConditionStatus(in.str(string(s)))
+// then runs a second transform after the first, as one informer transform.
+func then(first, second func(any) (any, error)) func(any) (any, error) {
+	return func(obj any) (any, error) {
+		obj, err := first(obj)
+		if err != nil {
+			return nil, err
+		}
+		return second(obj)
+	}
 }

@@ -1,3 +1,5 @@
+//go:build !hourglass
+
 package manager
 
 import (
@@ -139,11 +141,4 @@ func BenchmarkCachedClaimHeap(b *testing.B) {
 			}
 		})
 	}
-}
-
-func liveHeap() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }

@@ -1,7 +1,14 @@
+//go:build !hourglass
+
 package manager
 
 import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	kubevirtv1 "kubevirt.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
 // The KubeVirt provider reads a cached VirtualMachine only for its
@@ -44,13 +51,43 @@ func slimInstance(obj any) (any, error) {
 	return obj, nil
 }
 
-// then runs a second transform after the first, as one informer transform.
-func then(first, second func(any) (any, error)) func(any) (any, error) {
-	return func(obj any) (any, error) {
-		obj, err := first(obj)
-		if err != nil {
-			return nil, err
+// kubeVirtCacheRules caches only the VirtualMachines and instances the
+// provider labelled, slimmed (slimVirtualMachine, slimInstance).
+func kubeVirtCacheRules(opts *cache.Options, strings *interner) {
+	machines := labels.SelectorFromSet(labels.Set{kubevirt.LabelManaged: "true"})
+	opts.ByObject[&kubevirtv1.VirtualMachine{}] = cache.ByObject{Label: machines, Transform: then(slimVirtualMachine, strings.transform)}
+	opts.ByObject[&kubevirtv1.VirtualMachineInstance{}] = cache.ByObject{Label: machines, Transform: then(slimInstance, strings.transform)}
+}
+
+// kubeVirt interns the status strings of a VirtualMachine or an instance.
+func (in *interner) kubeVirt(obj any) {
+	switch o := obj.(type) {
+	case *kubevirtv1.VirtualMachine:
+		s := &o.Status
+		s.PrintableStatus = kubevirtv1.VirtualMachinePrintableStatus(in.str(string(s.PrintableStatus)))
+		for i := range s.Conditions {
+			c := &s.Conditions[i]
+			c.Type = kubevirtv1.VirtualMachineConditionType(in.str(string(c.Type)))
+			c.Status = in.conditionStatus(c.Status)
+			c.Reason, c.Message = in.str(c.Reason), in.str(c.Message)
 		}
-		return second(obj)
+	case *kubevirtv1.VirtualMachineInstance:
+		s := &o.Status
+		s.Phase = kubevirtv1.VirtualMachineInstancePhase(in.str(string(s.Phase)))
+		s.NodeName, s.Reason = in.str(s.NodeName), in.str(s.Reason)
+		for i := range s.Conditions {
+			c := &s.Conditions[i]
+			c.Type = kubevirtv1.VirtualMachineInstanceConditionType(in.str(string(c.Type)))
+			c.Status = in.conditionStatus(c.Status)
+			c.Reason, c.Message = in.str(c.Reason), in.str(c.Message)
+		}
+		for i := range s.Interfaces {
+			s.Interfaces[i].Name = in.str(s.Interfaces[i].Name)
+			s.Interfaces[i].InterfaceName = in.str(s.Interfaces[i].InterfaceName)
+		}
 	}
+}
+
+func (in *interner) conditionStatus(s corev1.ConditionStatus) corev1.ConditionStatus {
+	return corev1.ConditionStatus(in.str(string(s)))
 }

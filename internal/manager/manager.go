@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
-	kubevirtv1 "kubevirt.io/api/core/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -26,7 +25,6 @@ import (
 	"github.com/hyperfleet/hyperfleet/apis/meta"
 	"github.com/hyperfleet/hyperfleet/internal/metricsauth"
 	"github.com/hyperfleet/hyperfleet/internal/scheme"
-	"github.com/hyperfleet/hyperfleet/providers/kubevirt"
 )
 
 // controllerConfig is what every controller of the manager shares: the
@@ -130,7 +128,6 @@ func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 	}
 	managed := labels.SelectorFromSet(labels.Set{meta.ManagedByLabel: meta.ManagedByValue})
 	strings := newInterner()
-	machines := labels.SelectorFromSet(labels.Set{kubevirt.LabelManaged: "true"})
 	opts := cache.Options{
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Secret{}: {
@@ -147,8 +144,7 @@ func CacheOptions(o Options, kubeVirtServed bool) (cache.Options, error) {
 		DefaultTransform: then(cache.TransformStripManagedFields(), strings.transform),
 	}
 	if kubeVirtServed {
-		opts.ByObject[&kubevirtv1.VirtualMachine{}] = cache.ByObject{Label: machines, Transform: then(slimVirtualMachine, strings.transform)}
-		opts.ByObject[&kubevirtv1.VirtualMachineInstance{}] = cache.ByObject{Label: machines, Transform: then(slimInstance, strings.transform)}
+		kubeVirtCacheRules(&opts, strings)
 	}
 	if len(o.Namespaces) > 0 {
 		opts.DefaultNamespaces = map[string]cache.Config{}

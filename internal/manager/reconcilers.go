@@ -1,3 +1,5 @@
+//go:build !hourglass
+
 package manager
 
 import (
@@ -19,6 +21,9 @@ import (
 	"github.com/hyperfleet/hyperfleet/reconcilers/orphans"
 	"github.com/hyperfleet/hyperfleet/reconcilers/runnerpool"
 )
+
+// AllControllers lists the reconcilers of this build: every one.
+var AllControllers = everyController
 
 // setupReconcilers registers the reconcilers o.Controllers names (all by
 // default), sharing one credentials reader and one provider registry so a

@@ -1,3 +1,5 @@
+//go:build !hourglass
+
 package manager
 
 import (

@@ -67,14 +67,15 @@ func performers(b *testing.B, n int, idle time.Duration) {
 	waitDefaultServiceAccount(b, c, "bench")
 	// PERF_OPERATOR runs another build (an earlier commit's) for a
 	// before/after comparison on the same machine.
+	build := operatorBuild(b)
 	bin := os.Getenv("PERF_OPERATOR")
 	if bin == "" {
-		if bin, err = testenv.BuildOperator(ctx, b.TempDir()); err != nil {
+		if bin, err = testenv.BuildOperator(ctx, b.TempDir(), build.tags...); err != nil {
 			b.Fatal(err)
 		}
 	}
-	op := startOperator(b, bin)
-	b.Logf("operator %s", bin)
+	op := startOperator(b, bin, build)
+	b.Logf("operator %s (%s build)", bin, build.name)
 
 	// One Performer through to Ready first: the operator's caches are
 	// synced and its clients connected before the clock starts.
@@ -154,7 +155,7 @@ func performers(b *testing.B, n int, idle time.Duration) {
 		peakMiB: float64(peak) / (1 << 20), cpuReady: cpuReady, cpuIdle: cpuIdle,
 		toServed: machineServed.Since(machine0), servedToReady: machineReady.Since(machineServed),
 		readsReady: readsReady, directReady: directReady, readsIdle: readsIdle, directIdle: directIdle,
-		apiReady: apiReady, apiIdle: apiIdle,
+		apiReady: apiReady, apiIdle: apiIdle, build: build.name,
 	})
 }
 
@@ -239,7 +240,9 @@ type figures struct {
 	writers                             map[string]int
 	notReady                            string
 	peakMiB                             float64
-	cpuReady, cpuIdle                   time.Duration
+	// build is the operator build measured (PERF_BUILD).
+	build             string
+	cpuReady, cpuIdle time.Duration
 	// toServed and servedToReady are where the machine's cores went in
 	// each stretch: the reading that says what bounds the times.
 	toServed, servedToReady proc.Usage
@@ -297,7 +300,7 @@ func report(b *testing.B, f figures) {
 	_, _ = fmt.Fprintf(w, "cached-path reads to Ready: informer lists / watches ended\t%d / %d\t\n", f.readsReady[readInformerList], f.readsReady[readWatch])
 	_, _ = fmt.Fprintf(w, "writes in %s idle\t%d\t0\n", f.idle, f.idleWrites)
 	_, _ = fmt.Fprintf(w, "direct reads in %s idle\t%d\t0\n", f.idle, f.readsIdle[readDirect])
-	_, _ = fmt.Fprintf(w, "peak RSS\t%.1f MiB\t≤ 80 MiB at N=1000\n", f.peakMiB)
+	_, _ = fmt.Fprintf(w, "peak RSS, %s build\t%.1f MiB\t%s\n", f.build, f.peakMiB, rssAim(f.build))
 	_, _ = fmt.Fprintf(w, "CPU, to Ready / idle\t%.1f s / %.1f s\t\n", f.cpuReady.Seconds(), f.cpuIdle.Seconds())
 	_, _ = fmt.Fprintf(w, "kube-apiserver CPU, to Ready / idle\t%.1f s / %.1f s\t\n", f.apiReady.Seconds(), f.apiIdle.Seconds())
 	_ = w.Flush()
