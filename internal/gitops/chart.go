@@ -132,11 +132,11 @@ func chartFiles(root string) (map[string][]byte, error) {
 		if err != nil {
 			return nil, err
 		}
-		args, err := addedArgs(pristine, with)
+		args, removed, err := changedArgs(pristine, with)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", part.dir, err)
 		}
-		withArgs = append(withArgs, partArgs{part.condition, args})
+		withArgs = append(withArgs, partArgs{condition: part.condition, args: args, removed: removed})
 		for _, u := range with {
 			if inBase[ID(u)] != nil {
 				continue
@@ -300,6 +300,9 @@ type chartValues struct {
 		Enabled      bool `json:"enabled"`
 		MinAvailable any  `json:"minAvailable"`
 	} `json:"podDisruptionBudget"`
+	HourglassOnly struct {
+		Enabled bool `json:"enabled"`
+	} `json:"hourglassOnly"`
 
 	appVersion string
 }
@@ -326,6 +329,9 @@ func (v chartValues) yaml() ([]byte, error) {
 #   externalSecrets.<feature>.enabled  sync that feature's credentials with
 #     the External Secrets Operator: proxmox, github, supabase (also sets
 #     --cyberdesk-supabase-secret), hourglass
+#   hourglassOnly.enabled  run the Hourglass reconcilers alone, with the
+#     arguments the Hourglass build takes (--controllers=hourglass, no webhook
+#     receiver); set image.tag (or image.digest) to the <tag>-hourglass image
 #   machineClaimFinalizerPolicy.enabled  the MutatingAdmissionPolicy that
 #     stores new MachineClaims with their finalizer; rendered only where the
 #     cluster serves admissionregistration.k8s.io/v1 MutatingAdmissionPolicy
@@ -441,8 +447,10 @@ wrong types): the image, replicas, resources, log level, the
 manager Pod's scheduling (nodeSelector, tolerations, affinity,
 topologySpreadConstraints), imagePullSecrets, podAnnotations, extraArgs, and
 the optional parts (monitoring.enabled, machineClaimFinalizerPolicy.enabled,
-webhookIngress.enabled, externalSecrets.<feature>.enabled), and
-podDisruptionBudget.enabled (with replicas 2 or more).
+webhookIngress.enabled, externalSecrets.<feature>.enabled),
+podDisruptionBudget.enabled (with replicas 2 or more), and
+hourglassOnly.enabled (the Hourglass reconcilers alone, for the
+<tag>-hourglass image: docs/install.md, "Hourglass alone").
 Every template carries Helm's standard labels (helm.sh/chart,
 app.kubernetes.io/name, instance, version, managed-by).
 CRDs are in crds/: Helm installs them before the templates and never

@@ -22,6 +22,7 @@ func chartToggles() map[string]map[string]any {
 		"podDisruptionBudget":         {"replicas": 2, "podDisruptionBudget": map[string]any{"enabled": true, "minAvailable": 1}},
 		"machineClaimFinalizerPolicy": {"machineClaimFinalizerPolicy": map[string]any{"enabled": false}},
 		"extraArgs":                   {"extraArgs": []any{"--log-level=debug"}},
+		"hourglassOnly":               {"hourglassOnly": on()},
 		"image.digest":                {"image": map[string]any{"digest": "sha256:" + hex64}},
 		"pod": {
 			"nodeSelector":              map[string]any{"kubernetes.io/os": "linux"},

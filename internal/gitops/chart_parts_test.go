@@ -20,6 +20,7 @@ func TestChartToggles(t *testing.T) {
 	on := map[string]any{"enabled": true}
 	toggles := map[string]map[string]any{
 		gitops.WebhookIngressDir: {"webhookIngress": on},
+		gitops.HourglassOnlyDir:  {"hourglassOnly": on},
 	}
 	for _, f := range gitops.ExternalSecretsFeatures {
 		toggles["kustomize/components/external-secrets/"+f] = map[string]any{"externalSecrets": map[string]any{f: on}}

@@ -41,6 +41,11 @@ const chartSchema = `{
       "additionalProperties": false,
       "properties": {"enabled": {"type": "boolean"}}
     },
+    "hourglassOnly": {
+      "type": "object",
+      "additionalProperties": false,
+      "properties": {"enabled": {"type": "boolean"}}
+    },
     "podDisruptionBudget": {
       "type": "object",
       "additionalProperties": false,

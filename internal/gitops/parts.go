@@ -44,6 +44,8 @@ func optionalParts() []optionalPart {
 		{dir: MonitoringDir, folder: "monitoring", condition: ".Values.monitoring.enabled"},
 		{dir: FinalizerPolicyDir, folder: "admission", condition: `and .Values.machineClaimFinalizerPolicy.enabled (.Capabilities.APIVersions.Has "` + FinalizerPolicyAPI + `")`},
 		{dir: WebhookIngressDir, folder: "ingress", condition: ".Values.webhookIngress.enabled", edit: ingressHost},
+		// No object: the manager's arguments for the Hourglass build.
+		{dir: HourglassOnlyDir, condition: ".Values.hourglassOnly.enabled"},
 	}
 	for _, f := range ExternalSecretsFeatures {
 		parts = append(parts, optionalPart{
@@ -90,14 +92,16 @@ func ingressHost(u *unstructured.Unstructured) error {
 	return nil
 }
 
-// partArgs are the manager flags a part adds to the base's.
+// partArgs are the manager flags a part adds to the base's, and the base's
+// it drops.
 type partArgs struct {
-	condition string
-	args      []string
+	condition     string
+	args, removed []string
 }
 
-// addedArgs returns the manager flags in with that base lacks.
-func addedArgs(base, with []*unstructured.Unstructured) ([]string, error) {
+// changedArgs returns the manager flags in with that base lacks, and those
+// of base that with lacks.
+func changedArgs(base, with []*unstructured.Unstructured) (added, removed []string, err error) {
 	args := func(objs []*unstructured.Unstructured) ([]string, error) {
 		dep := Find(objs, "Deployment", ManagerName)
 		if dep == nil {
@@ -114,26 +118,42 @@ func addedArgs(base, with []*unstructured.Unstructured) ([]string, error) {
 	}
 	b, err := args(base)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	w, err := args(with)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	var out []string
 	for _, a := range w {
 		if !slices.Contains(b, a) {
-			out = append(out, a)
+			added = append(added, a)
 		}
 	}
-	return out, nil
+	for _, a := range b {
+		if !slices.Contains(w, a) {
+			removed = append(removed, a)
+		}
+	}
+	return added, removed, nil
 }
 
 var extraArgsRange = regexp.MustCompile(`(?m)^\{\{- range \.Values\.extraArgs \}\}\n( *)- `)
 
 // insertPartArgs adds the parts' flags to the manager's template, each
-// behind its part's condition, before extraArgs (so an extra flag wins).
+// behind its part's condition, before extraArgs (so an extra flag wins),
+// and keeps the base's flags a part drops only while its condition does
+// not hold.
 func insertPartArgs(text string, parts []partArgs) (string, error) {
+	for _, p := range parts {
+		for _, a := range p.removed {
+			line := regexp.MustCompile(`(?m)^( *)- ` + regexp.QuoteMeta(a) + `\n`)
+			loc := line.FindStringIndex(text)
+			if loc == nil {
+				return "", fmt.Errorf("the manager's template has no argument %s to drop behind %s", a, p.condition)
+			}
+			text = text[:loc[0]] + fmt.Sprintf("{{- if not (%s) }}\n", p.condition) + text[loc[0]:loc[1]] + "{{- end }}\n" + text[loc[1]:]
+		}
+	}
 	m := extraArgsRange.FindStringSubmatchIndex(text)
 	if m == nil {
 		return "", fmt.Errorf("the manager's template has no extraArgs")
