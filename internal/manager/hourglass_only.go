@@ -14,9 +14,9 @@ import (
 // reconcilers (HourglassExecutor, Performer) and nothing of the machines,
 // desktops and runners: no Proxmox, KubeVirt, GitHub or SPIRE client is
 // linked. An operator's resident set follows the breadth of its code more
-// than its cache (docs/performance.md: 57.5–58.3 MiB against 73.4 MiB at
-// 1,000 Performers), so an installation that runs only Performers runs
-// this build. The option types below keep Options' shape; their flags do
+// than its cache (docs/performance.md: a peak of 57.6–58.9 MiB against
+// 73.4 MiB at 1,000 Performers), so an installation that runs only
+// Performers runs this build. The option types below keep Options' shape; their flags do
 // not exist here.
 
 // AllControllers lists the reconcilers of this build.
