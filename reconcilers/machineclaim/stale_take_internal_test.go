@@ -27,15 +27,7 @@ func TestAClaimReadStaleAfterItsTakeTakesNoSecondMachine(t *testing.T) {
 	ctx := context.Background()
 	ns := testenv.Namespace(t)
 	c := testenv.Client()
-	// Templates that do not exist: the suite's operator, which reconciles
-	// these claims too, only reports them waiting for it.
-	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "stale-take", Namespace: ns, Generation: 1},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "pve"},
-			Standby:    &hypervisorv1alpha1.StandbySpec{Hot: 1},
-		},
-	}
+	tmpl := oneHot(ns, "stale-take")
 	free := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "free", Namespace: ns,
 			Labels:      map[string]string{standby.TemplateLabel: tmpl.Name},
@@ -91,6 +83,19 @@ func TestAClaimReadStaleAfterItsTakeTakesNoSecondMachine(t *testing.T) {
 	}
 }
 
+// oneHot is a template keeping one hot machine, never stored: the suite's
+// operator, which reconciles the tests' claims too, only reports them
+// waiting for it, and the tests hand it to take themselves.
+func oneHot(ns, name string) *hypervisorv1alpha1.HypervisorMachineTemplate {
+	return &hypervisorv1alpha1.HypervisorMachineTemplate{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns, Generation: 1},
+		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
+			ClusterRef: meta.LocalObjectReference{Name: "pve"},
+			Standby:    &hypervisorv1alpha1.StandbySpec{Hot: 1},
+		},
+	}
+}
+
 // owners is a provider that can hand machines over, and nothing else.
 type owners struct{ providers.Hypervisor }
 
@@ -105,13 +110,7 @@ func TestAClaimThatFindsNoStandbyMachineReadsNothingPastTheCache(t *testing.T) {
 	ctx := context.Background()
 	ns := testenv.Namespace(t)
 	c := testenv.Client()
-	tmpl := &hypervisorv1alpha1.HypervisorMachineTemplate{
-		ObjectMeta: metav1.ObjectMeta{Name: "none-free", Namespace: ns, Generation: 1},
-		Spec: hypervisorv1alpha1.HypervisorMachineTemplateSpec{
-			ClusterRef: meta.LocalObjectReference{Name: "pve"},
-			Standby:    &hypervisorv1alpha1.StandbySpec{Hot: 1},
-		},
-	}
+	tmpl := oneHot(ns, "none-free")
 	claim := &hypervisorv1alpha1.MachineClaim{
 		ObjectMeta: metav1.ObjectMeta{Name: "misses", Namespace: ns},
 		Spec:       hypervisorv1alpha1.MachineClaimSpec{TemplateRef: hypervisorv1alpha1.TemplateReference{Name: tmpl.Name}},
