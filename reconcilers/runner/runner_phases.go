@@ -184,6 +184,11 @@ func (r *Reconciler) next(s *scope) time.Duration {
 // is never killed mid-job.
 func (r *Reconciler) retire(ctx context.Context, s *scope, scaledDown bool) (skeleton.Result, error) {
 	c := s.claim
+	if _, done := r.deleted.Load(c); done {
+		// Deregistered and deleted by this process already; the cache (and
+		// the shared runner listing) do not show it yet.
+		return skeleton.Stop(), nil
+	}
 	if s.look.Registered {
 		// The calls that retire a runner may spend the rate-limit reserve:
 		// a runner must not stay registered because scale-ups spent the
@@ -221,9 +226,6 @@ func (r *Reconciler) retire(ctx context.Context, s *scope, scaledDown bool) (ske
 	if s.verdict.TimedOut {
 		r.Recorder.Eventf(s.pool, c, corev1.EventTypeWarning, "RegistrationTimeout", "Retire",
 			"Runner %s did not come online within %s; removed its registration and machine", c.Name, runnerstate.RegistrationTimeout(s.pool))
-	}
-	if _, done := r.deleted.Load(c); done {
-		return skeleton.Stop(), nil // the cache does not show the deletion yet
 	}
 	if err := r.Client.Delete(ctx, c); err != nil && !apierrors.IsNotFound(err) {
 		return skeleton.Stop(), err
